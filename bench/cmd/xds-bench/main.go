@@ -1,0 +1,68 @@
+// Command xds-bench measures the relay's fan-out: it runs a go-control-plane
+// upstream, the relay as a child process and N raw ADS clients, pushes one
+// CDS update and reports upstream-send → client-receive times and the
+// relay's CPU and memory. See docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/xds-relay/xds-relay/bench"
+)
+
+func main() {
+	clients := flag.Int("clients", 1000, "number of SotW ADS clients (wildcard CDS)")
+	classes := flag.Int("classes", 1, "number of node classes the clients are spread over")
+	clusters := flag.Int("clusters", 1000, "clusters in each class's CDS state")
+	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
+	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
+	jsonOut := flag.String("json", "", "write the raw result as JSON to this file")
+	flag.Parse()
+
+	bin := *relayBin
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "xds-bench")
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "xds-relay")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/xds-relay")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fail(fmt.Errorf("building the relay (run from the repository root or pass --relay-bin): %w", err))
+		}
+	}
+	res, err := bench.RunFanout(context.Background(), bench.FanoutConfig{
+		RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Timeout: *timeout,
+		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
+	})
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("clients=%d classes=%d clusters=%d\n", res.Clients, res.Classes, res.Clusters)
+	fmt.Printf("upstream-send → client-receive: first %v  p50 %v  p99 %v  last %v\n",
+		res.First.Round(time.Microsecond), res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Last.Round(time.Microsecond))
+	fmt.Printf("relay CPU during the update: %v\n", res.RelayCPU)
+	fmt.Printf("relay RSS: %.1f MiB idle (all clients in sync), %.1f MiB after the update\n",
+		float64(res.RelayRSSIdle)/(1<<20), float64(res.RelayRSSAfter)/(1<<20))
+	fmt.Printf("upstream: %d ADS streams, %d requests\n", res.UpstreamStreams, res.UpstreamRequests)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fail(err)
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "xds-bench:", err)
+	os.Exit(1)
+}

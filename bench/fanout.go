@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// FanoutConfig describes one fan-out measurement: Clients wildcard CDS
+// clients spread over Classes node classes, one update of Clusters clusters.
+type FanoutConfig struct {
+	RelayBin string // path to an xds-relay binary
+	Clients  int
+	Classes  int
+	Clusters int
+	Timeout  time.Duration // for each phase (connect, update)
+	Log      func(format string, args ...any)
+}
+
+// FanoutResult is what one run measured. Durations are from the moment the
+// control plane was given the new snapshot to each client's receipt.
+type FanoutResult struct {
+	Clients          int           `json:"clients"`
+	Classes          int           `json:"classes"`
+	Clusters         int           `json:"clusters"`
+	First            time.Duration `json:"first_ns"`
+	P50              time.Duration `json:"p50_ns"`
+	P99              time.Duration `json:"p99_ns"`
+	Last             time.Duration `json:"last_ns"`
+	RelayCPU         time.Duration `json:"relay_cpu_ns"` // during the update
+	RelayRSSIdle     int64         `json:"relay_rss_idle_bytes"`
+	RelayRSSAfter    int64         `json:"relay_rss_after_bytes"`
+	UpstreamStreams  int           `json:"upstream_streams"`
+	UpstreamRequests int           `json:"upstream_requests"`
+}
+
+// RunFanout starts a control plane, the relay as a child process and the
+// clients; waits for every client to hold the first version; then updates
+// every class's snapshot once (one cluster changed) and measures.
+func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	cp, err := StartControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Stop()
+	for k := 0; k < cfg.Classes; k++ {
+		if err := cp.SetClusters(className(k), "v1", cfg.Clusters, -1); err != nil {
+			return nil, err
+		}
+	}
+
+	relay, err := startRelay(ctx, cfg.RelayBin, cp.Addr, cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer relay.stop()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	receipts := make(chan Receipt, cfg.Clients)
+	clients := make([]*Client, 0, cfg.Clients)
+	defer func() {
+		cancel()
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	cfg.Log("connecting %d clients", cfg.Clients)
+	for i := 0; i < cfg.Clients; i++ {
+		// 127.0.0.0/8: spread clients over source addresses so N can exceed
+		// one address's ephemeral ports.
+		src := net.IPv4(127, 0, byte(1+i/20000), 1)
+		c, err := StartClient(ctx, relay.addr, src, i, className(i%cfg.Classes), receipts)
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, c)
+	}
+	if _, err := await(receipts, cfg.Clients, "v1", cfg.Clusters, cfg.Timeout); err != nil {
+		return nil, fmt.Errorf("initial state: %w", err)
+	}
+	idle, err := ReadProc(relay.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+
+	cfg.Log("updating %d classes", cfg.Classes)
+	start := time.Now()
+	for k := 0; k < cfg.Classes; k++ {
+		if err := cp.SetClusters(className(k), "v2", cfg.Clusters, 0); err != nil {
+			return nil, err
+		}
+	}
+	times, err := await(receipts, cfg.Clients, "v2", cfg.Clusters, cfg.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("update: %w", err)
+	}
+	after, err := ReadProc(relay.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	lat := make([]time.Duration, len(times))
+	for i, t := range times {
+		lat[i] = t.Sub(start)
+	}
+	slices.Sort(lat)
+	streams, requests := cp.Counts()
+	return &FanoutResult{
+		Clients: cfg.Clients, Classes: cfg.Classes, Clusters: cfg.Clusters,
+		First: lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
+		RelayCPU: after.CPU - idle.CPU, RelayRSSIdle: idle.RSS, RelayRSSAfter: after.RSS,
+		UpstreamStreams: streams, UpstreamRequests: requests,
+	}, nil
+}
+
+func className(k int) string { return "bench-class-" + strconv.Itoa(k) }
+
+// await collects exactly one receipt per client (the relay's versions are
+// content hashes, not the control plane's, so a phase's receipt is the first
+// one after the previous phase) and returns their arrival times. A second
+// receipt in one phase is an error: the relay must push once per change.
+func await(receipts <-chan Receipt, n int, phase string, resources int, timeout time.Duration) ([]time.Time, error) {
+	seen := make(map[int]bool, n)
+	out := make([]time.Time, 0, n)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for len(seen) < n {
+		select {
+		case r := <-receipts:
+			if seen[r.Client] {
+				return nil, fmt.Errorf("client %d received a second response in phase %s", r.Client, phase)
+			}
+			if r.Resources != resources {
+				return nil, fmt.Errorf("client %d received %d resources, want %d", r.Client, r.Resources, resources)
+			}
+			seen[r.Client] = true
+			out = append(out, r.At)
+		case <-deadline.C:
+			return nil, fmt.Errorf("phase %s: %d of %d clients received it within %v", phase, len(seen), n, timeout)
+		}
+	}
+	return out, nil
+}
+
+type relayProc struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func startRelay(ctx context.Context, bin, upstream string, timeout time.Duration) (*relayProc, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--upstream", upstream, "--listen", addr, "--admin", admin)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &relayProc{cmd: cmd, addr: addr, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		select {
+		case err := <-p.done:
+			return nil, fmt.Errorf("relay exited: %v", err)
+		case <-ctx.Done():
+			p.stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, errors.New("relay not ready in time")
+		}
+	}
+}
+
+func (p *relayProc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}

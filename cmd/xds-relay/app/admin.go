@@ -1,0 +1,86 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// adminHandler serves the admin endpoints: health, readiness, JSON state
+// under /debug/ and pprof. See docs/operations.md.
+func (r *Relay) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !r.ready.Load() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /debug/classes", func(w http.ResponseWriter, _ *http.Request) {
+		type classJSON struct {
+			Name    string `json:"name"`
+			Node    string `json:"first_node"`
+			Types   int    `json:"types"`
+			Streams int    `json:"subscriptions"`
+		}
+		var out []classJSON
+		for _, c := range r.registry.Classes() {
+			cj := classJSON{Name: c.Name, Node: c.Node.GetId()}
+			for _, ts := range c.Status() {
+				cj.Types++
+				for _, s := range ts.Shards {
+					cj.Streams += s.Streams
+				}
+			}
+			out = append(out, cj)
+		}
+		writeJSON(w, out)
+	})
+	mux.HandleFunc("GET /debug/shards", func(w http.ResponseWriter, _ *http.Request) {
+		out := map[string][]shard.TypeStatus{}
+		for _, c := range r.registry.Classes() {
+			out[c.Name] = c.Status()
+		}
+		writeJSON(w, out)
+	})
+	mux.HandleFunc("GET /debug/streams", func(w http.ResponseWriter, req *http.Request) {
+		limit := 1000
+		if v := req.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				http.Error(w, "limit: want a non-negative integer", http.StatusBadRequest)
+				return
+			}
+			limit = n
+		}
+		writeJSON(w, map[string]any{"count": r.server.StreamCount(), "streams": r.server.Streams(limit)})
+	})
+	mux.HandleFunc("GET /debug/upstream", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case r.upstream != nil:
+			writeJSON(w, map[string]any{"mode": "ads", "address": r.cfg.Upstream.Address, "streams": r.upstream.Status()})
+		default:
+			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
+		}
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

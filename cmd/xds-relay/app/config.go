@@ -1,0 +1,231 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// Config is the relay's configuration file. Every key, its default and its
+// meaning are listed in docs/configuration.md.
+type Config struct {
+	Listen      string          `yaml:"listen"`
+	Admin       string          `yaml:"admin"`
+	Upstream    UpstreamConfig  `yaml:"upstream"`
+	Source      SourceConfig    `yaml:"source"`
+	NodeClasses NodeClassConfig `yaml:"node_classes"`
+	Log         LogConfig       `yaml:"log"`
+	Limits      LimitsConfig    `yaml:"limits"`
+}
+
+// UpstreamConfig is the control plane the relay subscribes to.
+type UpstreamConfig struct {
+	Address string        `yaml:"address"`
+	RelayID string        `yaml:"relay_id"`
+	Backoff BackoffConfig `yaml:"backoff"`
+}
+
+// BackoffConfig paces reconnection to the upstream.
+type BackoffConfig struct {
+	Initial time.Duration `yaml:"initial"`
+	Max     time.Duration `yaml:"max"`
+}
+
+// SourceConfig is the filesystem source used when no upstream is set.
+type SourceConfig struct {
+	Dir string `yaml:"dir"`
+}
+
+// NodeClassConfig holds the rules mapping nodes to classes.
+type NodeClassConfig struct {
+	Rules []RuleConfig `yaml:"rules"`
+}
+
+// RuleConfig is one node-class rule (see shard.Rule).
+type RuleConfig struct {
+	Field string `yaml:"field"`
+	Regex string `yaml:"regex"`
+	Class string `yaml:"class"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// LimitsConfig bounds what one client may ask for.
+type LimitsConfig struct {
+	MaxTypesPerStream int `yaml:"max_types_per_stream"`
+	MaxResourceNames  int `yaml:"max_resource_names"`
+}
+
+// DefaultConfig is the configuration with every default filled in.
+func DefaultConfig() Config {
+	return Config{
+		Listen: ":18000",
+		Admin:  "127.0.0.1:19000",
+		Upstream: UpstreamConfig{
+			Backoff: BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+		},
+		Source: SourceConfig{Dir: "deploy/sample-config"},
+		Log:    LogConfig{Level: "info", Format: "console"},
+		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000},
+	}
+}
+
+// ConfigError is a configuration problem at a key (dotted path) and line.
+type ConfigError struct {
+	File string
+	Line int // 0 when unknown (the key is absent from the file)
+	Key  string
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc += ":" + strconv.Itoa(e.Line)
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
+}
+
+// LoadConfig reads and validates a configuration file over the defaults.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig decodes data strictly: an unknown key, a value of the wrong
+// type or an invalid value is an error naming the key and its line.
+func ParseConfig(file string, data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return cfg, &ConfigError{File: file, Line: yamlErrLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	lines := keyLines(&root)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, decodeError(file, err, lines)
+	}
+	if err := cfg.Validate(); err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.File, ce.Line = file, lines.line(ce.Key)
+		}
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Validate checks values; errors are *ConfigError with Key set.
+func (c *Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	if err := checkHostPort(c.Listen); err != nil {
+		return bad("listen", "%v", err)
+	}
+	if err := checkHostPort(c.Admin); err != nil {
+		return bad("admin", "%v", err)
+	}
+	if c.Upstream.Address != "" {
+		if err := checkHostPort(c.Upstream.Address); err != nil {
+			return bad("upstream.address", "%v", err)
+		}
+	} else if c.Source.Dir == "" {
+		return bad("source.dir", "required when upstream.address is empty")
+	}
+	if c.Upstream.Backoff.Initial <= 0 {
+		return bad("upstream.backoff.initial", "must be positive, got %v", c.Upstream.Backoff.Initial)
+	}
+	if c.Upstream.Backoff.Max < c.Upstream.Backoff.Initial {
+		return bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)
+	}
+	if _, err := c.classifier(); err != nil {
+		var re *ruleError
+		if errors.As(err, &re) {
+			return bad(fmt.Sprintf("node_classes.rules[%d].%s", re.index, re.key), "%s", re.msg)
+		}
+		return bad("node_classes", "%v", err)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "console", "json":
+	default:
+		return bad("log.format", "must be console or json, got %q", c.Log.Format)
+	}
+	if c.Limits.MaxTypesPerStream < 1 {
+		return bad("limits.max_types_per_stream", "must be at least 1, got %d", c.Limits.MaxTypesPerStream)
+	}
+	if c.Limits.MaxResourceNames < 1 {
+		return bad("limits.max_resource_names", "must be at least 1, got %d", c.Limits.MaxResourceNames)
+	}
+	return nil
+}
+
+type ruleError struct {
+	index    int
+	key, msg string
+}
+
+func (e *ruleError) Error() string { return fmt.Sprintf("rules[%d].%s: %s", e.index, e.key, e.msg) }
+
+func (c *Config) classifier() (*shard.Classifier, error) {
+	rules := make([]shard.Rule, len(c.NodeClasses.Rules))
+	for i, r := range c.NodeClasses.Rules {
+		if r.Field == "" {
+			return nil, &ruleError{index: i, key: "field", msg: "required"}
+		}
+		rules[i] = shard.Rule{Field: r.Field, Regex: r.Regex, Class: r.Class}
+	}
+	cl, err := shard.NewClassifier(rules)
+	if err != nil {
+		// shard reports "rules[N].KEY: msg"; keep the structure for the key path.
+		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
+			i, _ := strconv.Atoi(m[1])
+			return nil, &ruleError{index: i, key: m[2], msg: m[3]}
+		}
+		return nil, err
+	}
+	return cl, nil
+}
+
+var ruleErrRE = regexp.MustCompile(`^rules\[(\d+)\]\.(\w+): (.*)$`)
+
+func checkHostPort(addr string) error {
+	if addr == "" {
+		return errors.New("required (HOST:PORT)")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not HOST:PORT: %v", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package app
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfigValid(t *testing.T) {
+	cfg, err := ParseConfig("relay.yaml", []byte(`
+listen: 127.0.0.1:18001
+upstream:
+  address: cp.example:15010
+  backoff:
+    initial: 1s
+    max: 1m
+node_classes:
+  rules:
+  - field: metadata.role
+    regex: ^gw-(.*)$
+    class: gw-$1
+log:
+  level: debug
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:18001" || cfg.Upstream.Backoff.Max != time.Minute || cfg.Admin != "127.0.0.1:19000" || len(cfg.NodeClasses.Rules) != 1 {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+}
+
+// Every bad file names the key and its line.
+func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		wantKey    string
+		wantLine   int
+	}{
+		{"unknown key", "listen: :1\nupstream:\n  adress: x:1\n", "upstream.adress", 3},
+		{"wrong type", "limits:\n  max_resource_names: lots\n", "limits.max_resource_names", 2},
+		{"bad duration", "upstream:\n  backoff:\n    initial: soon\n", "upstream.backoff.initial", 3},
+		{"invalid address", "admin: nowhere\n", "admin", 1},
+		{"backoff order", "upstream:\n  backoff:\n    initial: 2s\n    max: 1s\n", "upstream.backoff.max", 4},
+		{"bad rule regex", "node_classes:\n  rules:\n  - field: id\n    regex: \"(\"\n", "node_classes.rules[0].regex", 4},
+		{"bad rule field", "node_classes:\n  rules:\n  - field: idd\n", "node_classes.rules[0].field", 3},
+		{"bad log level", "log:\n  level: loud\n", "log.level", 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("relay.yaml", []byte(tc.yaml))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want a ConfigError", err)
+			}
+			if ce.Key != tc.wantKey || ce.Line != tc.wantLine {
+				t.Fatalf("err = %q (key %q line %d), want key %q line %d", err, ce.Key, ce.Line, tc.wantKey, tc.wantLine)
+			}
+			if !strings.HasPrefix(err.Error(), "relay.yaml:") || !strings.Contains(err.Error(), tc.wantKey) {
+				t.Fatalf("message %q must name the file and key", err)
+			}
+		})
+	}
+}
+
+func TestParseConfigSyntaxError(t *testing.T) {
+	_, err := ParseConfig("relay.yaml", []byte("listen: [\n"))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Line == 0 {
+		t.Fatalf("err = %v, want a ConfigError with a line", err)
+	}
+}
+
+func TestLoadConfigFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "relay.yaml")
+	if err := os.WriteFile(p, []byte("listen: 127.0.0.1:0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(p + ".missing"); err == nil {
+		t.Fatal("missing file loaded")
+	}
+}

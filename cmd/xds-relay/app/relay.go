@@ -1,0 +1,178 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/upstream"
+	"github.com/xds-relay/xds-relay/upstream/filesource"
+)
+
+// source feeds classes with resources: the ADS upstream client or the
+// filesystem source.
+type source interface {
+	Attach(*shard.Class) func(typeURL string)
+	Close() error
+}
+
+var (
+	_ source = (*upstream.Client)(nil)
+	_ source = (*filesource.Source)(nil)
+)
+
+// Relay is a running relay process: listeners, servers, upstream.
+type Relay struct {
+	// Set at construction, read-only.
+	cfg      Config
+	log      *zap.Logger
+	registry *shard.Registry
+	server   *relay.Server
+	grpcSrv  *grpc.Server
+	adminSrv *http.Server
+	lis      net.Listener
+	adminLis net.Listener
+	upstream *upstream.Client     // nil when serving from files
+	files    *filesource.Source   // nil when an upstream is set
+	cancel   context.CancelFunc   // stops the file source
+	ready    atomic.Bool          // the downstream listener serves
+
+	wg        sync.WaitGroup // grpc Serve, admin Serve, file source Run
+	closeOnce sync.Once
+}
+
+// Start builds the relay from cfg and starts serving. Listen addresses with
+// port 0 pick a free port (see Addr and AdminAddr).
+func Start(cfg Config, log *zap.Logger) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	classifier, err := cfg.classifier()
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{cfg: cfg, log: log}
+	var src source
+	if cfg.Upstream.Address != "" {
+		r.upstream, err = upstream.New(upstream.Config{
+			Address: cfg.Upstream.Address,
+			RelayID: cfg.Upstream.RelayID,
+			Backoff: upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+		}, log.Named("upstream"))
+		if err != nil {
+			return nil, fmt.Errorf("upstream: %w", err)
+		}
+		src = r.upstream
+	} else {
+		r.files, err = filesource.New(cfg.Source.Dir, log.Named("source"))
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		src = r.files
+	}
+	r.registry = shard.NewRegistry(classifier, func(c *shard.Class) func(string) {
+		log.Info("new node class", zap.String("class", c.Name), zap.String("first_node", c.Node.GetId()))
+		return src.Attach(c)
+	})
+	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
+		MaxTypesPerStream: cfg.Limits.MaxTypesPerStream,
+		MaxResourceNames:  cfg.Limits.MaxResourceNames,
+	})
+	opts := append(relay.ServerOptions(),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(1<<20),
+	)
+	r.grpcSrv = grpc.NewServer(opts...)
+	r.server.Register(r.grpcSrv)
+
+	if r.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		_ = src.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	if r.adminLis, err = net.Listen("tcp", cfg.Admin); err != nil {
+		_ = r.lis.Close()
+		_ = src.Close()
+		return nil, fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
+	}
+	r.adminSrv = &http.Server{Handler: r.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	if r.files != nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := r.files.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("file source stopped", zap.Error(err))
+			}
+		}()
+	}
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		if err := r.adminSrv.Serve(r.adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server stopped", zap.Error(err))
+		}
+	}()
+	go func() {
+		defer r.wg.Done()
+		if err := r.grpcSrv.Serve(r.lis); err != nil {
+			log.Error("xDS server stopped", zap.Error(err))
+		}
+	}()
+	r.ready.Store(true)
+	log.Info("relay serving", zap.String("listen", r.Addr()), zap.String("admin", r.AdminAddr()),
+		zap.String("upstream", cfg.Upstream.Address), zap.String("source", sourceDir(cfg)))
+	return r, nil
+}
+
+func sourceDir(cfg Config) string {
+	if cfg.Upstream.Address != "" {
+		return ""
+	}
+	return cfg.Source.Dir
+}
+
+// Addr is the downstream xDS listener's address.
+func (r *Relay) Addr() string { return r.lis.Addr().String() }
+
+// AdminAddr is the admin HTTP listener's address.
+func (r *Relay) AdminAddr() string { return r.adminLis.Addr().String() }
+
+// Server is the downstream server (for status).
+func (r *Relay) Server() *relay.Server { return r.server }
+
+// Registry is the class registry (for status).
+func (r *Relay) Registry() *shard.Registry { return r.registry }
+
+// Close stops serving: downstream streams end (clients reconnect to another
+// relay), the upstream streams close, and every goroutine has returned when
+// Close returns.
+func (r *Relay) Close() {
+	r.closeOnce.Do(func() {
+		r.ready.Store(false)
+		r.grpcSrv.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = r.adminSrv.Shutdown(ctx)
+		r.cancel()
+		if r.upstream != nil {
+			_ = r.upstream.Close()
+		}
+		if r.files != nil {
+			_ = r.files.Close()
+		}
+		r.wg.Wait()
+	})
+}

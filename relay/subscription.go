@@ -1,0 +1,78 @@
+package relay
+
+import (
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// nextSubscription applies the SotW rules for resource_names (spec: "How the
+// client specifies what resources to return"): until the client has sent a
+// non-empty resource_names for the type, an empty list is the legacy wildcard;
+// after that, an empty list unsubscribes from everything, and "*" is the
+// explicit wildcard. explicitSeen is the stream's memory of that transition.
+func nextSubscription(explicitSeen bool, names []string) (sub shard.Subscription, nowExplicit bool) {
+	if !explicitSeen && len(names) == 0 {
+		return shard.Subscription{Wildcard: true}, false
+	}
+	return shard.NewSubscription(names, false), true
+}
+
+// typeSub is a stream's state for one type URL. Guarded by the stream's mu;
+// shard is written only by the stream's reader.
+type typeSub struct {
+	typeURL      string
+	explicitSeen bool         // legacy wildcard no longer available
+	shard        *shard.Shard // nil when subscribed to nothing
+
+	nonce       string // last nonce sent for this type; "" before the first
+	sentVersion string // version of the last response sent (or known held)
+	force       bool   // send the shard's response even if sentVersion matches
+	dirty       bool   // queued in the stream's pending list
+
+	ackedVersion string
+	acks, nacks  int
+	lastNACK     string
+	staleNonces  int
+	pushes       int
+}
+
+// updateSend decides, after the subscription of t changed from old (nil: no
+// shard) to t.shard, whether the client must be sent the new shard's response
+// even if it looks current. Rules (spec "When to send an update" and
+// "resend any newly requested resources"):
+//   - first request for the type: always send, except for a wildcard-only
+//     Listener/Cluster subscription whose version_info already equals the
+//     shard's version (a reconnect to a relay of the same tier);
+//   - a newly added wildcard: send;
+//   - newly added names that exist: send, even if unchanged;
+//   - names only removed, or added names that do not exist (yet): nothing to
+//     send; the client already holds the rest, and a name that appears later
+//     changes the shard's version and is pushed then.
+func (t *typeSub) updateSend(first bool, old *shard.Shard, clientVersion string) {
+	cur := t.shard.Current()
+	sub := t.shard.Sub
+	switch {
+	case first:
+		if sub.Wildcard && len(sub.Names) == 0 && shard.FullState(t.typeURL) && clientVersion != "" {
+			t.sentVersion = clientVersion
+		} else {
+			t.force = true
+		}
+	case old == nil:
+		t.force = true
+	case sub.Wildcard && !old.Sub.Wildcard:
+		t.force = true
+	default:
+		added := sub.Added(old.Sub)
+		for _, n := range added {
+			if cur != nil && cur.Has(n) {
+				t.force = true
+				return
+			}
+		}
+		if oc := old.Current(); !t.force && oc != nil && oc.Version == t.sentVersion && cur != nil {
+			// Up to date before, and nothing new exists: the new content is a
+			// subset of what the client holds.
+			t.sentVersion = cur.Version
+		}
+	}
+}

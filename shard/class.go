@@ -1,0 +1,188 @@
+package shard
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Class is one node class: the resources its upstream sent, per type URL, and
+// the shards its downstream streams subscribe to.
+//
+// Lock order: Class.mu, then whatever a Watcher locks in ShardChanged.
+type Class struct {
+	// Set at construction, read-only.
+	Name string
+	// Node is the first downstream node seen for the class; the upstream node
+	// is synthesized from it. Callers must not modify it.
+	Node *corev3.Node
+	// onInterest is told the type URL whose union subscription changed. Called
+	// with mu held: it must not block (see dedup.Signal).
+	onInterest func(typeURL string)
+
+	mu     sync.Mutex
+	tables map[string]*table // guarded by mu
+}
+
+func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
+	if onInterest == nil {
+		onInterest = func(string) {}
+	}
+	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{}}
+}
+
+func (c *Class) table(typeURL string) *table {
+	t := c.tables[typeURL]
+	if t == nil {
+		t = newTable(typeURL)
+		c.tables[typeURL] = t
+	}
+	return t
+}
+
+// Subscribe registers w on the shard for (typeURL, sub), creating the shard
+// (and building its response from what the class already knows) if it is the
+// first such subscription. The union interest grows when sub asks for names
+// no other shard did.
+func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
+	key := KeyOf(c.Name, typeURL, sub)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.table(typeURL)
+	s := t.lookup(key, sub)
+	if s == nil {
+		s = &Shard{Key: key, Class: c, TypeURL: typeURL, Sub: sub, watchers: map[Watcher]struct{}{}}
+		t.rebuild(s)
+		if t.add(s) {
+			c.onInterest(typeURL)
+		}
+	}
+	s.watchers[w] = struct{}{}
+	return s
+}
+
+// Unsubscribe removes w from s; the last watcher leaving removes the shard
+// and drops names nobody needs from the union interest.
+func (c *Class) Unsubscribe(s *Shard, w Watcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(s.watchers, w)
+	if len(s.watchers) > 0 {
+		return
+	}
+	if t := c.tables[s.TypeURL]; t != nil && t.remove(s) {
+		c.onInterest(s.TypeURL)
+	}
+}
+
+// Requested tells the class what its upstream was just asked for, for
+// typeURL. Resources outside it (and outside the current interest) are
+// dropped: the upstream will not keep them current. Only upstreams that
+// subscribe by name call it; a source holding the complete state does not.
+func (c *Class) Requested(typeURL string, sub Subscription) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.table(typeURL).setRequested(sub)
+}
+
+// Interest returns the union of the subscriptions of typeURL's shards.
+func (c *Class) Interest(typeURL string) Subscription {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.tables[typeURL]; t != nil {
+		return t.interest()
+	}
+	return Subscription{}
+}
+
+// TypeURLs returns the type URLs the class has state or shards for, sorted.
+func (c *Class) TypeURLs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.tables))
+}
+
+// Apply installs an upstream update of typeURL. With replace, the update is
+// the complete state (resources absent from it are deleted); otherwise it is
+// merged. Shards whose content changed get a new encoded response and their
+// watchers are told, in shard then watcher order, before Apply returns.
+func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.table(typeURL)
+	changed := t.apply(update, replace)
+	var shards map[*Shard]struct{}
+	if !t.received || t.wildcardPending {
+		t.received, t.wildcardPending = true, false
+		shards = map[*Shard]struct{}{}
+		for _, list := range t.shards {
+			for _, s := range list {
+				shards[s] = struct{}{}
+			}
+		}
+	} else if len(changed) == 0 {
+		return
+	} else {
+		shards = t.affected(changed)
+	}
+	for s := range shards {
+		if t.rebuild(s) {
+			for w := range s.watchers {
+				w.ShardChanged(s)
+			}
+		}
+	}
+}
+
+// TypeStatus describes one type of a class, for the admin endpoints.
+type TypeStatus struct {
+	TypeURL   string        `json:"type_url"`
+	Received  bool          `json:"received"`
+	Resources int           `json:"resources"`
+	Interest  Subscription  `json:"interest"`
+	Shards    []ShardStatus `json:"shards"`
+}
+
+// ShardStatus describes one shard, for the admin endpoints.
+type ShardStatus struct {
+	Key       string   `json:"key"`
+	Wildcard  bool     `json:"wildcard"`
+	Names     []string `json:"names,omitempty"`
+	Version   string   `json:"version,omitempty"`
+	Resources int      `json:"resources"`
+	Bytes     int      `json:"bytes"`
+	Streams   int      `json:"streams"`
+}
+
+// Status returns a consistent view of the class's tables and shards.
+func (c *Class) Status() []TypeStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]TypeStatus, 0, len(c.tables))
+	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
+		t := c.tables[typeURL]
+		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Interest: t.interest()}
+		for _, list := range t.shards {
+			for _, s := range list {
+				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}
+				if r := s.Current(); r != nil {
+					ss.Version, ss.Resources, ss.Bytes = r.Version, len(r.Names), len(r.Body)
+				}
+				ts.Shards = append(ts.Shards, ss)
+			}
+		}
+		slices.SortFunc(ts.Shards, func(a, b ShardStatus) int {
+			if a.Key < b.Key {
+				return -1
+			} else if a.Key > b.Key {
+				return 1
+			}
+			return 0
+		})
+		out = append(out, ts)
+	}
+	return out
+}

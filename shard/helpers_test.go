@@ -1,0 +1,31 @@
+package shard
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+func mustClassifier(t *testing.T, rules []Rule) *Classifier {
+	t.Helper()
+	c, err := NewClassifier(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	if m == nil {
+		return nil
+	}
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

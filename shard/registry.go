@@ -1,0 +1,63 @@
+package shard
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+func keyString(k Key) string { return fmt.Sprintf("%016x", uint64(k)) }
+
+// Registry holds the node classes. Classes live as long as the registry: their
+// number is bounded by the operator's rules, and keeping them keeps their
+// upstream state warm for clients that reconnect.
+type Registry struct {
+	// Set at construction, read-only.
+	classifier *Classifier
+	// newClass is called once per class, under mu, right after the class is
+	// created and before any stream can subscribe to it; it returns the
+	// class's interest hook (typically an upstream stream's wake-up). It must
+	// not block or call back into the registry.
+	newClass func(*Class) func(typeURL string)
+
+	mu      sync.Mutex
+	classes map[string]*Class // guarded by mu
+}
+
+// NewRegistry returns a registry classifying nodes with c. start is called for
+// each new class and returns the hook told about interest changes.
+func NewRegistry(c *Classifier, start func(*Class) func(typeURL string)) *Registry {
+	return &Registry{classifier: c, newClass: start, classes: map[string]*Class{}}
+}
+
+// ClassFor returns the node's class, creating it on the node's first visit.
+func (r *Registry) ClassFor(node *corev3.Node) *Class {
+	name := r.classifier.Classify(node)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.classes[name]; ok {
+		return c
+	}
+	c := newClass(name, node, nil)
+	if r.newClass != nil {
+		if hook := r.newClass(c); hook != nil {
+			c.onInterest = hook
+		}
+	}
+	r.classes[name] = c
+	return c
+}
+
+// Classes returns the classes, sorted by name.
+func (r *Registry) Classes() []*Class {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Class, 0, len(r.classes))
+	for _, name := range slices.Sorted(maps.Keys(r.classes)) {
+		out = append(out, r.classes[name])
+	}
+	return out
+}

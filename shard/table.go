@@ -1,0 +1,224 @@
+package shard
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// Well-known type URLs with state-of-the-world "full state" semantics: every
+// response carries all resources, and absence means deletion.
+const (
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+)
+
+// FullState reports whether SotW responses of typeURL carry the complete set
+// of resources (Listener and Cluster, per the xDS spec).
+func FullState(typeURL string) bool { return typeURL == ListenerType || typeURL == ClusterType }
+
+// table is one class's state for one type URL: the resources learned from the
+// upstream and the shards that select from them. Guarded by Class.mu.
+type table struct {
+	typeURL   string
+	fullState bool
+	received  bool // the upstream has answered for this type at least once
+
+	// What the upstream was last asked for, when the upstream reports it
+	// (see Class.Requested). Sources that always hold the complete state
+	// never report, and nothing is pruned for them.
+	requested       Subscription
+	reported        bool // setRequested was called: requested is meaningful
+	wildcardPending bool // wildcard requested again; the answer is not in yet
+
+	resources map[string]*Resource
+	sorted    []string // sorted keys of resources; nil when stale
+
+	shards    map[Key][]*Shard // a slice only to survive hash collisions
+	byName    map[string]map[*Shard]struct{}
+	wildcards map[*Shard]struct{}
+}
+
+func newTable(typeURL string) *table {
+	return &table{
+		typeURL:   typeURL,
+		fullState: FullState(typeURL),
+		resources: map[string]*Resource{},
+		shards:    map[Key][]*Shard{},
+		byName:    map[string]map[*Shard]struct{}{},
+		wildcards: map[*Shard]struct{}{},
+	}
+}
+
+func (t *table) sortedNames() []string {
+	if t.sorted == nil {
+		t.sorted = slices.Sorted(maps.Keys(t.resources))
+	}
+	return t.sorted
+}
+
+// interest is the union of every shard's subscription.
+func (t *table) interest() Subscription {
+	return Subscription{Wildcard: len(t.wildcards) > 0, Names: slices.Sorted(maps.Keys(t.byName))}
+}
+
+// add indexes a new shard; it reports whether the union interest changed.
+func (t *table) add(s *Shard) (interestChanged bool) {
+	t.shards[s.Key] = append(t.shards[s.Key], s)
+	if s.Sub.Wildcard {
+		interestChanged = len(t.wildcards) == 0
+		t.wildcards[s] = struct{}{}
+	}
+	for _, n := range s.Sub.Names {
+		set := t.byName[n]
+		if set == nil {
+			set = map[*Shard]struct{}{}
+			t.byName[n] = set
+			interestChanged = true
+		}
+		set[s] = struct{}{}
+	}
+	return interestChanged
+}
+
+// remove drops a shard nobody watches any more and prunes resources nobody
+// needs; it reports whether the union interest changed.
+func (t *table) remove(s *Shard) (interestChanged bool) {
+	list := slices.DeleteFunc(t.shards[s.Key], func(o *Shard) bool { return o == s })
+	if len(list) == 0 {
+		delete(t.shards, s.Key)
+	} else {
+		t.shards[s.Key] = list
+	}
+	if s.Sub.Wildcard {
+		delete(t.wildcards, s)
+		interestChanged = len(t.wildcards) == 0
+	}
+	for _, n := range s.Sub.Names {
+		delete(t.byName[n], s)
+		if len(t.byName[n]) == 0 {
+			delete(t.byName, n)
+			interestChanged = true
+		}
+	}
+	// Resources stay until the upstream is told it need not send them any
+	// more (setRequested): until then they are still current.
+	return interestChanged
+}
+
+// setRequested records what the upstream was asked for and drops resources
+// it will no longer keep current: those neither requested nor in the
+// current interest. A wildcard requested anew is pending until the next
+// response, so wildcard shards are not served a partial state meanwhile.
+func (t *table) setRequested(sub Subscription) {
+	if sub.Wildcard && !t.requested.Wildcard && t.received {
+		t.wildcardPending = true
+	}
+	t.requested, t.reported = sub, true
+	if sub.Wildcard || len(t.wildcards) > 0 {
+		return
+	}
+	for name := range t.resources {
+		if _, needed := t.byName[name]; !needed && !sub.Has(name) {
+			delete(t.resources, name)
+			t.sorted = nil
+		}
+	}
+}
+
+// lookup finds the shard for sub, if one exists.
+func (t *table) lookup(key Key, sub Subscription) *Shard {
+	for _, s := range t.shards[key] {
+		if s.Sub.Equal(sub) {
+			return s
+		}
+	}
+	return nil
+}
+
+// apply merges an upstream update into the table and returns the names whose
+// content changed. With replace, resources absent from update are deleted.
+func (t *table) apply(update []*Resource, replace bool) (changed []string) {
+	seen := make(map[string]struct{}, len(update))
+	for _, r := range update {
+		seen[r.Name] = struct{}{}
+		if old, ok := t.resources[r.Name]; ok && old.Hash == r.Hash {
+			continue
+		} else if !ok {
+			t.sorted = nil
+		}
+		t.resources[r.Name] = r
+		changed = append(changed, r.Name)
+	}
+	if replace {
+		for name := range t.resources {
+			if _, ok := seen[name]; !ok {
+				delete(t.resources, name)
+				t.sorted = nil
+				changed = append(changed, name)
+			}
+		}
+	}
+	return changed
+}
+
+// affected returns the shards whose content may depend on the named
+// resources: the wildcard shards and those subscribing to one of names.
+func (t *table) affected(names []string) map[*Shard]struct{} {
+	out := maps.Clone(t.wildcards)
+	for _, n := range names {
+		for s := range t.byName[n] {
+			out[s] = struct{}{}
+		}
+	}
+	return out
+}
+
+// rebuild recomputes a shard's response from the table. It returns true when
+// the shard's content changed (identical content is suppressed: same version,
+// no new response).
+func (t *table) rebuild(s *Shard) bool {
+	if !t.received || (s.Sub.Wildcard && (t.wildcardPending || t.reported && !t.requested.Wildcard)) {
+		return false // a wildcard shard is not served a partial state
+	}
+	var names []string
+	if s.Sub.Wildcard {
+		names = t.sortedNames()
+		// Explicit names are already covered: the table only holds resources
+		// of the class's union interest, and a wildcard shard takes them all.
+	} else {
+		names = s.Sub.Names
+	}
+	h := dedup.NewSetHasher(t.typeURL)
+	included := make([]*Resource, 0, len(names))
+	size := 0
+	for _, n := range names {
+		if r, ok := t.resources[n]; ok {
+			h.Add(n, r.Hash)
+			included = append(included, r)
+			size += len(r.Any) + 8
+		}
+	}
+	sum := h.Sum()
+	cur := s.current.Load()
+	if len(included) == 0 && !t.fullState {
+		// Without full-state semantics an empty response tells a SotW client
+		// nothing; keep quiet until a resource of the shard exists.
+		s.current.Store(nil)
+		return false
+	}
+	if cur != nil && cur.Sum == sum {
+		return false
+	}
+	version := dedup.Version(sum)
+	bb := wire.NewBodyBuilder(version, size)
+	outNames := make([]string, len(included))
+	for i, r := range included {
+		bb.AddResource(r.Any)
+		outNames[i] = r.Name
+	}
+	s.current.Store(&Response{Version: version, Sum: sum, Body: bb.Finish(t.typeURL), Names: outNames})
+	return true
+}

@@ -1,0 +1,59 @@
+package wire
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+)
+
+// Stamped is a response ready for one stream: a shared, immutable body and
+// the stream's own suffix (its nonce). Neither slice may be modified after it
+// is handed to SendMsg: the transport may still hold it.
+type Stamped struct {
+	Body   []byte
+	Suffix []byte
+}
+
+// Len is the number of bytes the message occupies on the wire.
+func (s *Stamped) Len() int { return len(s.Body) + len(s.Suffix) }
+
+// Raw receives a message's bytes undecoded (see Codec.Unmarshal).
+type Raw struct{ Bytes []byte }
+
+// Codec is the gRPC codec of the relay's streams. It writes *Stamped and
+// reads *Raw without any protobuf work, and falls back to the standard proto
+// codec for every other type. It keeps the name "proto" so peers see an
+// ordinary application/grpc+proto content type.
+type Codec struct{ fallback encoding.CodecV2 }
+
+var _ encoding.CodecV2 = Codec{}
+
+// NewCodec returns the relay codec.
+func NewCodec() Codec { return Codec{fallback: encoding.GetCodecV2(proto.Name)} }
+
+// Marshal implements encoding.CodecV2.
+func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if s, ok := v.(*Stamped); ok {
+		// SliceBuffer's Free is a no-op: the shared body is never returned to a
+		// pool, so any number of in-flight writes may reference it.
+		return mem.BufferSlice{mem.SliceBuffer(s.Body), mem.SliceBuffer(s.Suffix)}, nil
+	}
+	return c.fallback.Marshal(v)
+}
+
+// Unmarshal implements encoding.CodecV2.
+func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*Raw); ok {
+		r.Bytes = data.Materialize() // a copy: data is freed when we return
+		return nil
+	}
+	if v == nil {
+		return fmt.Errorf("wire: unmarshal into nil")
+	}
+	return c.fallback.Unmarshal(data, v)
+}
+
+// Name implements encoding.CodecV2.
+func (Codec) Name() string { return proto.Name }

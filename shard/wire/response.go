@@ -1,0 +1,175 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers of envoy.service.discovery.v3.DiscoveryResponse.
+const (
+	respVersionInfo  protowire.Number = 1
+	respResources    protowire.Number = 2
+	respTypeURL      protowire.Number = 4
+	respNonce        protowire.Number = 5
+	respControlPlane protowire.Number = 6
+)
+
+// Field numbers of google.protobuf.Any.
+const (
+	anyTypeURL protowire.Number = 1
+	anyValue   protowire.Number = 2
+)
+
+// RawResponse is an upstream DiscoveryResponse with each resource kept as its
+// encoded google.protobuf.Any. The slices alias the received buffer.
+type RawResponse struct {
+	VersionInfo string
+	TypeURL     string
+	Nonce       string
+	Resources   [][]byte // each an encoded google.protobuf.Any
+}
+
+// ParseResponse splits an encoded DiscoveryResponse into its envelope fields
+// and raw resources. Unknown fields (canary, control_plane) are skipped.
+func ParseResponse(b []byte) (*RawResponse, error) {
+	r := &RawResponse{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, fmt.Errorf("discovery response: %w", protowire.ParseError(n))
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == respVersionInfo || num == respResources || num == respTypeURL || num == respNonce) {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return nil, fmt.Errorf("discovery response field %d: %w", num, protowire.ParseError(m))
+			}
+			b = b[m:]
+			switch num {
+			case respVersionInfo:
+				r.VersionInfo = string(v)
+			case respResources:
+				r.Resources = append(r.Resources, v)
+			case respTypeURL:
+				r.TypeURL = string(v)
+			case respNonce:
+				r.Nonce = string(v)
+			}
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return nil, fmt.Errorf("discovery response field %d: %w", num, protowire.ParseError(m))
+		}
+		b = b[m:]
+	}
+	return r, nil
+}
+
+// ParseAny returns the type URL and value of an encoded google.protobuf.Any.
+func ParseAny(b []byte) (typeURL string, value []byte, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == anyTypeURL || num == anyValue) {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return "", nil, protowire.ParseError(m)
+			}
+			b = b[m:]
+			if num == anyTypeURL {
+				typeURL = string(v)
+			} else {
+				value = v
+			}
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return "", nil, protowire.ParseError(m)
+		}
+		b = b[m:]
+	}
+	return typeURL, value, nil
+}
+
+// ErrNoName reports a resource whose name field is absent or empty.
+var ErrNoName = errors.New("resource has no name (field 1)")
+
+// ResourceName returns the name of an encoded xDS resource: field 1, a string,
+// in every v3 resource type (Listener.name, Cluster.name,
+// ClusterLoadAssignment.cluster_name, RouteConfiguration.name, Secret.name,
+// ...). The whole message is walked, so truncated or malformed wire data is
+// reported instead of accepted.
+func ResourceName(value []byte) (string, error) {
+	var name string
+	for b := value; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", protowire.ParseError(n)
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return "", fmt.Errorf("field %d: %w", num, protowire.ParseError(m))
+		}
+		if num == 1 && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b)
+			name = string(v)
+		}
+		b = b[m:]
+	}
+	if name == "" {
+		return "", ErrNoName
+	}
+	return name, nil
+}
+
+// AppendAny appends an encoded google.protobuf.Any.
+func AppendAny(b []byte, typeURL string, value []byte) []byte {
+	b = protowire.AppendTag(b, anyTypeURL, protowire.BytesType)
+	b = protowire.AppendString(b, typeURL)
+	b = protowire.AppendTag(b, anyValue, protowire.BytesType)
+	return protowire.AppendBytes(b, value)
+}
+
+// BodyBuilder assembles a nonce-less DiscoveryResponse body from already
+// encoded resources. The body is built once per shard version and shared,
+// read-only, by every stream of the shard.
+type BodyBuilder struct{ b []byte }
+
+// NewBodyBuilder starts a body with version_info; sizeHint is the expected
+// total size of the resources.
+func NewBodyBuilder(version string, sizeHint int) *BodyBuilder {
+	b := make([]byte, 0, sizeHint+len(version)+128)
+	b = protowire.AppendTag(b, respVersionInfo, protowire.BytesType)
+	b = protowire.AppendString(b, version)
+	return &BodyBuilder{b: b}
+}
+
+// AddResource appends one encoded google.protobuf.Any as a resources entry.
+func (bb *BodyBuilder) AddResource(encodedAny []byte) {
+	bb.b = protowire.AppendTag(bb.b, respResources, protowire.BytesType)
+	bb.b = protowire.AppendBytes(bb.b, encodedAny)
+}
+
+// Finish appends type_url and returns the body.
+func (bb *BodyBuilder) Finish(typeURL string) []byte {
+	bb.b = protowire.AppendTag(bb.b, respTypeURL, protowire.BytesType)
+	bb.b = protowire.AppendString(bb.b, typeURL)
+	return bb.b
+}
+
+// NonceSuffix returns the encoding of the nonce field, to be written after a
+// body built by BodyBuilder. Protobuf decoders accept fields in any order, so
+// body+suffix decodes as the full DiscoveryResponse.
+func NonceSuffix(nonce string) []byte {
+	b := make([]byte, 0, len(nonce)+2)
+	b = protowire.AppendTag(b, respNonce, protowire.BytesType)
+	return protowire.AppendString(b, nonce)
+}

@@ -1,0 +1,143 @@
+package wire
+
+import (
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+const clusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+
+func mustAny(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A body built once plus a per-stream nonce suffix must decode as the full
+// DiscoveryResponse, for every stream's nonce.
+func TestBodyPlusNonceDecodes(t *testing.T) {
+	anys := [][]byte{
+		mustAny(t, &clusterv3.Cluster{Name: "a"}),
+		mustAny(t, &clusterv3.Cluster{Name: "b", AltStatName: "x"}),
+	}
+	bb := NewBodyBuilder("v1", 0)
+	for _, a := range anys {
+		bb.AddResource(a)
+	}
+	body := bb.Finish(clusterType)
+	for _, nonce := range []string{"1", "zz", "a-much-longer-nonce-value"} {
+		var got discoveryv3.DiscoveryResponse
+		if err := proto.Unmarshal(append(append([]byte{}, body...), NonceSuffix(nonce)...), &got); err != nil {
+			t.Fatalf("nonce %q: %v", nonce, err)
+		}
+		if got.GetVersionInfo() != "v1" || got.GetTypeUrl() != clusterType || got.GetNonce() != nonce || len(got.GetResources()) != 2 {
+			t.Fatalf("nonce %q: decoded %v", nonce, &got)
+		}
+		var c clusterv3.Cluster
+		if err := got.GetResources()[1].UnmarshalTo(&c); err != nil || c.GetAltStatName() != "x" {
+			t.Fatalf("resource 1 = %v, %v", &c, err)
+		}
+	}
+}
+
+func TestParseResponseRoundTrip(t *testing.T) {
+	in := &discoveryv3.DiscoveryResponse{
+		VersionInfo: "7",
+		TypeUrl:     clusterType,
+		Nonce:       "n1",
+		Canary:      true,
+	}
+	for _, name := range []string{"a", "b"} {
+		a, _ := anypb.New(&clusterv3.Cluster{Name: name})
+		in.Resources = append(in.Resources, a)
+	}
+	b, err := proto.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseResponse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.VersionInfo != "7" || got.TypeURL != clusterType || got.Nonce != "n1" || len(got.Resources) != 2 {
+		t.Fatalf("got %+v", got)
+	}
+	for i, raw := range got.Resources {
+		typeURL, value, err := ParseAny(raw)
+		if err != nil || typeURL != clusterType {
+			t.Fatalf("resource %d: %q %v", i, typeURL, err)
+		}
+		name, err := ResourceName(value)
+		if err != nil || name != []string{"a", "b"}[i] {
+			t.Fatalf("resource %d name %q %v", i, name, err)
+		}
+	}
+	if _, err := ParseResponse(b[:len(b)-3]); err == nil {
+		t.Fatal("truncated response parsed without error")
+	}
+}
+
+func TestResourceName(t *testing.T) {
+	cla, _ := proto.Marshal(&endpointv3.ClusterLoadAssignment{ClusterName: "svc"})
+	noName, _ := proto.Marshal(&clusterv3.Cluster{AltStatName: "x"})
+	valid, _ := proto.Marshal(&clusterv3.Cluster{Name: "c", AltStatName: "x"})
+	tests := []struct {
+		name    string
+		value   []byte
+		want    string
+		wantErr bool
+	}{
+		{"cluster load assignment uses cluster_name", cla, "svc", false},
+		{"missing name", noName, "", true},
+		{"truncated", valid[:len(valid)-1], "", true},
+		{"garbage", []byte{0xff, 0xff, 0xff}, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ResourceName(tc.value)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("ResourceName = %q, %v; want %q, err=%v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// The codec hands the shared body to gRPC without copying it.
+func TestCodecStampedIsZeroCopy(t *testing.T) {
+	body := []byte{1, 2, 3}
+	suffix := NonceSuffix("n")
+	out, err := NewCodec().Marshal(&Stamped{Body: body, Suffix: suffix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || &out[0].ReadOnlyData()[0] != &body[0] || &out[1].ReadOnlyData()[0] != &suffix[0] {
+		t.Fatal("codec copied the stamped response")
+	}
+	var raw Raw
+	if err := NewCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(body)}, &raw); err != nil || string(raw.Bytes) != string(body) {
+		t.Fatalf("raw unmarshal = %v, %v", raw.Bytes, err)
+	}
+	// Other types go through proto.
+	req := &discoveryv3.DiscoveryRequest{TypeUrl: clusterType}
+	enc, err := NewCodec().Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back discoveryv3.DiscoveryRequest
+	if err := NewCodec().Unmarshal(enc, &back); err != nil || back.GetTypeUrl() != clusterType {
+		t.Fatalf("proto fallback: %v %v", &back, err)
+	}
+}

@@ -1,0 +1,141 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// Config configures the upstream client.
+type Config struct {
+	// Address is the control plane's HOST:PORT.
+	Address string
+	// RelayID is the node id the relay presents upstream. Empty means
+	// DefaultRelayID().
+	RelayID string
+	// Backoff paces reconnection. Zero means DefaultBackoff.
+	Backoff Backoff
+	// DialOptions are added to the defaults (plaintext, keepalive).
+	DialOptions []grpc.DialOption
+}
+
+// DefaultRelayID is "xds-relay~HOSTNAME".
+func DefaultRelayID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return "xds-relay~" + host
+}
+
+// Client holds the shared connection to the control plane and one ADS stream
+// per attached class.
+type Client struct {
+	// Set at construction, read-only.
+	cfg    Config
+	conn   *grpc.ClientConn
+	log    *zap.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wg sync.WaitGroup // one per class stream goroutine
+
+	mu      sync.Mutex
+	streams map[string]*classStream // by class name; guarded by mu
+	closed  bool                    // guarded by mu
+}
+
+// New creates the client. The connection is established lazily, so a control
+// plane that is down at start is retried like one that goes away later.
+func New(cfg Config, log *zap.Logger) (*Client, error) {
+	if cfg.Address == "" {
+		return nil, errors.New("upstream: address is empty")
+	}
+	if cfg.RelayID == "" {
+		cfg.RelayID = DefaultRelayID()
+	}
+	if cfg.Backoff.Initial <= 0 || cfg.Backoff.Max <= 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	}, cfg.DialOptions...)
+	conn, err := grpc.NewClient(cfg.Address, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{cfg: cfg, conn: conn, log: log, ctx: ctx, cancel: cancel, streams: map[string]*classStream{}}, nil
+}
+
+// Attach starts the class's upstream stream and returns the hook the class
+// calls when its interest changes. It never blocks.
+func (c *Client) Attach(class *shard.Class) func(typeURL string) {
+	s := &classStream{
+		class:  class,
+		conn:   c.conn,
+		node:   upstreamNode(class.Node, c.cfg.RelayID),
+		log:    c.log.With(zap.String("class", class.Name)),
+		wake:   dedup.NewSignal(),
+		bo:     c.cfg.Backoff,
+		valid:  newValidator(),
+		status: StreamStatus{Class: class.Name, State: StateConnecting, Versions: map[string]string{}},
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return func(string) {}
+	}
+	c.streams[class.Name] = s
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		s.run(c.ctx)
+	}()
+	return func(string) { s.wake.Notify() }
+}
+
+// Status returns each class stream's state, sorted by class.
+func (c *Client) Status() []StreamStatus {
+	c.mu.Lock()
+	streams := slices.Collect(maps.Values(c.streams))
+	c.mu.Unlock()
+	out := make([]StreamStatus, 0, len(streams))
+	for _, s := range streams {
+		out = append(out, s.snapshot())
+	}
+	slices.SortFunc(out, func(a, b StreamStatus) int {
+		if a.Class < b.Class {
+			return -1
+		}
+		if a.Class > b.Class {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Close stops every class stream, waits for their goroutines and closes the
+// connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	return c.conn.Close()
+}

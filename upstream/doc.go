@@ -1,0 +1,14 @@
+// Package upstream owns the relay's side of the control plane: one ADS stream
+// per node class, multiplexed over one shared gRPC connection. Each stream
+// subscribes, per type URL, to the union of what the class's downstream
+// shards need, validates every response (ACKing good ones, NACKing bad ones
+// with error_detail, so a bad response never reaches a client), and installs
+// good ones into the class with shard.Class.Apply. A broken stream is
+// re-established with jittered exponential backoff and resubscribes with the
+// last ACKed versions; downstream clients keep the last good state meanwhile.
+//
+// Responses are received undecoded (wire.Raw) and resources stay the bytes
+// the control plane sent: nothing is re-marshaled.
+//
+// It never imports package relay; it knows classes through package shard.
+package upstream

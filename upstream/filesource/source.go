@@ -1,0 +1,653 @@
+package filesource
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protopath"
+	"google.golang.org/protobuf/reflect/protorange"
+	"google.golang.org/protobuf/types/known/anypb"
+	"gopkg.in/yaml.v3"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
+
+	// The resource types files may hold (as resources or nested typed_config).
+	// A type outside this list is a load error: protojson cannot resolve it.
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+)
+
+// typePrefix is the prefix of the canonical type URL every resource is
+// installed under, whatever prefix its "@type" used.
+const typePrefix = "type.googleapis.com/"
+
+// Status describes the source, for the admin endpoint.
+type Status struct {
+	Dir string `json:"dir"`
+	// Watching is true while Run watches the directory.
+	Watching bool `json:"watching"`
+	// Files are the files of the current state, sorted.
+	Files []string `json:"files"`
+	// LoadedAt is when the current state was loaded.
+	LoadedAt time.Time `json:"loaded_at"`
+	// Loads and Failures count load attempts (New's included).
+	Loads    uint64 `json:"loads"`
+	Failures uint64 `json:"failures"`
+	// LastError is the error of the latest load attempt, empty when it
+	// succeeded: non-empty means the files on disk are not what is served.
+	LastError string    `json:"last_error,omitempty"`
+	FailedAt  time.Time `json:"failed_at,omitzero"`
+	// Resources counts the current resources per type URL. A type whose
+	// files were removed stays, with 0.
+	Resources map[string]int `json:"resources"`
+}
+
+func (st *Status) clone() Status {
+	out := *st
+	out.Files = slices.Clone(st.Files)
+	out.Resources = maps.Clone(st.Resources)
+	return out
+}
+
+// Source serves the resources of a directory of files. Create it with New,
+// hand Attach to shard.NewRegistry, and call Run once in a goroutine of its
+// own to follow changes.
+//
+// Lock order: the registry's lock (Attach is called under it), Source.mu,
+// Class.mu, then whatever shard watchers lock; pendMu is a leaf.
+type Source struct {
+	// Set at construction, read-only.
+	dir  string
+	log  *zap.Logger
+	wake dedup.Signal // interest changes for Run to re-apply
+
+	running atomic.Bool
+	status  atomic.Pointer[Status] // immutable once stored; written under mu
+
+	mu      sync.Mutex
+	state   map[string]*typeState // by type URL, every type ever loaded; guarded by mu
+	classes []*shard.Class        // guarded by mu
+	closed  bool                  // guarded by mu
+
+	// pendMu is a leaf lock: held for map updates only, never while taking
+	// another lock (the class calls the hook with its own lock held).
+	pendMu  sync.Mutex
+	pending map[*shard.Class]map[string]struct{} // class -> type URLs to apply; guarded by pendMu
+	applied map[*shard.Class]map[string]bool     // class -> type URLs it was given; guarded by pendMu
+}
+
+// typeState is the complete current state of one type URL. Immutable.
+type typeState struct {
+	resources []*shard.Resource // sorted by name
+	sum       uint64            // set hash of (name, hash) pairs
+}
+
+func newTypeState(typeURL string, resources []*shard.Resource) *typeState {
+	slices.SortFunc(resources, func(a, b *shard.Resource) int { return strings.Compare(a.Name, b.Name) })
+	h := dedup.NewSetHasher(typeURL)
+	for _, r := range resources {
+		h.Add(r.Name, r.Hash)
+	}
+	return &typeState{resources: resources, sum: h.Sum()}
+}
+
+// snapshot is one successful load of the directory.
+type snapshot struct {
+	files []string              // base names, sorted
+	types map[string]*typeState // by type URL
+}
+
+// New loads dir once. The error of a failed load names the file at fault
+// (and the line, where the YAML or JSON parser gives one).
+func New(dir string, log *zap.Logger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if dir == "" {
+		return nil, errors.New("filesource: directory is empty")
+	}
+	s := &Source{
+		dir:     filepath.Clean(dir),
+		log:     log,
+		wake:    dedup.NewSignal(),
+		state:   map[string]*typeState{},
+		pending: map[*shard.Class]map[string]struct{}{},
+		applied: map[*shard.Class]map[string]bool{},
+	}
+	s.status.Store(&Status{Dir: s.dir, Resources: map[string]int{}})
+	snap, err := load(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	s.install(snap, time.Now())
+	return s, nil
+}
+
+// Attach installs the current state (every type, as complete state) into
+// class and keeps the class up to date from then on. The returned hook, told
+// when the class's interest in a type changes, makes Run apply a type the
+// class was never given (as empty: the source is authoritative, so a client
+// asking for it learns it has nothing). The source never reports what it
+// requested (shard.Class.Requested), so the class keeps everything it was
+// given and a type once given needs nothing more. It never blocks.
+func (s *Source) Attach(class *shard.Class) func(typeURL string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, typeURL := range applyOrder(slices.Collect(maps.Keys(s.state))) {
+		class.Apply(typeURL, s.state[typeURL].resources, true)
+		s.markApplied(class, typeURL)
+	}
+	if !s.closed && !slices.Contains(s.classes, class) {
+		s.classes = append(s.classes, class)
+	}
+	return func(typeURL string) { s.interest(class, typeURL) }
+}
+
+// interest is a class's hook: called with the class's lock held, so it only
+// records the type and wakes Run.
+func (s *Source) interest(class *shard.Class, typeURL string) {
+	s.pendMu.Lock()
+	if s.applied[class][typeURL] {
+		s.pendMu.Unlock()
+		return
+	}
+	types := s.pending[class]
+	if types == nil {
+		types = map[string]struct{}{}
+		s.pending[class] = types
+	}
+	types[typeURL] = struct{}{}
+	s.pendMu.Unlock()
+	s.wake.Notify()
+}
+
+// Close forgets the attached classes: later reloads update no class. It is
+// idempotent and does not stop Run (cancel its context for that).
+func (s *Source) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.classes = nil
+	s.mu.Unlock()
+	s.pendMu.Lock()
+	clear(s.pending)
+	clear(s.applied)
+	s.pendMu.Unlock()
+	return nil
+}
+
+// markApplied records that class was given typeURL.
+func (s *Source) markApplied(class *shard.Class, typeURL string) {
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	if s.applied[class] == nil {
+		s.applied[class] = map[string]bool{}
+	}
+	s.applied[class][typeURL] = true
+}
+
+// Status returns the source's state, for the admin endpoint.
+func (s *Source) Status() Status { return s.status.Load().clone() }
+
+// setStatus stores a modified copy of the status. Called with mu held.
+func (s *Source) setStatus(f func(*Status)) {
+	st := s.status.Load().clone()
+	f(&st)
+	s.status.Store(&st)
+}
+
+// install makes snap the current state and applies every type that changed
+// (including types snap no longer has, now empty) to every attached class.
+func (s *Source) install(snap *snapshot, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	typeURLs := slices.Collect(maps.Keys(s.state))
+	for typeURL := range snap.types {
+		if _, ok := s.state[typeURL]; !ok {
+			typeURLs = append(typeURLs, typeURL)
+		}
+	}
+	counts := make(map[string]int, len(typeURLs))
+	for _, typeURL := range applyOrder(typeURLs) {
+		next := snap.types[typeURL]
+		if next == nil {
+			next = newTypeState(typeURL, nil)
+		}
+		counts[typeURL] = len(next.resources)
+		if old := s.state[typeURL]; old != nil && old.sum == next.sum {
+			continue
+		}
+		s.state[typeURL] = next
+		for _, c := range s.classes {
+			c.Apply(typeURL, next.resources, true)
+			s.markApplied(c, typeURL)
+		}
+	}
+	s.setStatus(func(st *Status) {
+		st.Files = snap.files
+		st.LoadedAt = at
+		st.Loads++
+		st.LastError = ""
+		st.FailedAt = time.Time{}
+		st.Resources = counts
+	})
+}
+
+// failed records a load error; the current state stays.
+func (s *Source) failed(err error, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(func(st *Status) {
+		st.Failures++
+		st.LastError = err.Error()
+		st.FailedAt = at
+	})
+}
+
+// applyOrder sorts type URLs so that what a resource refers to is pushed
+// before it: secrets, clusters, endpoints, listeners, routes, then the rest
+// by name.
+func applyOrder(typeURLs []string) []string {
+	rank := func(t string) int {
+		switch t {
+		case typePrefix + "envoy.extensions.transport_sockets.tls.v3.Secret":
+			return 0
+		case shard.ClusterType:
+			return 1
+		case typePrefix + "envoy.config.endpoint.v3.ClusterLoadAssignment":
+			return 2
+		case shard.ListenerType:
+			return 3
+		case typePrefix + "envoy.config.route.v3.RouteConfiguration":
+			return 4
+		}
+		return 5
+	}
+	slices.SortFunc(typeURLs, func(a, b string) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a, b)
+	})
+	return typeURLs
+}
+
+// isConfigFile reports whether a directory entry is a file to load.
+func isConfigFile(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// load reads every config file of dir (not recursively; symlinks are
+// followed, so a Kubernetes ConfigMap volume works) into a snapshot.
+func load(dir string) (*snapshot, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filesource: %w", err)
+	}
+	snap := &snapshot{files: []string{}, types: map[string]*typeState{}}
+	type origin struct{ file, where string }
+	seen := map[string]map[string]origin{} // type URL -> name -> where defined
+	byType := map[string][]*shard.Resource{}
+	for _, e := range entries {
+		if !isConfigFile(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		resources, lines, err := parseFile(path, data)
+		if err != nil {
+			return nil, err
+		}
+		for i, a := range resources {
+			where := where(i, lines)
+			typeURL, r, err := encode(a)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", path, where, err)
+			}
+			names := seen[typeURL]
+			if names == nil {
+				names = map[string]origin{}
+				seen[typeURL] = names
+			}
+			if prev, dup := names[r.Name]; dup {
+				return nil, fmt.Errorf("%s: %s: duplicate %s %q: already defined in %s at %s",
+					path, where, shortType(typeURL), r.Name, prev.file, prev.where)
+			}
+			names[r.Name] = origin{path, where}
+			byType[typeURL] = append(byType[typeURL], r)
+		}
+		snap.files = append(snap.files, e.Name())
+	}
+	for typeURL, list := range byType {
+		snap.types[typeURL] = newTypeState(typeURL, list)
+	}
+	return snap, nil
+}
+
+// encode validates one resource and encodes it deterministically, under its
+// canonical type URL.
+func encode(a *anypb.Any) (typeURL string, r *shard.Resource, err error) {
+	msg, err := a.UnmarshalNew()
+	if err != nil {
+		return "", nil, err
+	}
+	typeURL = typePrefix + string(msg.ProtoReflect().Descriptor().FullName())
+	if err := validate(msg); err != nil {
+		return "", nil, fmt.Errorf("invalid %s: %w", shortType(typeURL), err)
+	}
+	det := proto.MarshalOptions{Deterministic: true}
+	value, err := det.Marshal(msg)
+	if err != nil {
+		return "", nil, err
+	}
+	name, err := wire.ResourceName(value)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", shortType(typeURL), err)
+	}
+	encoded, err := det.Marshal(&anypb.Any{TypeUrl: typeURL, Value: value})
+	if err != nil {
+		return "", nil, err
+	}
+	return typeURL, &shard.Resource{Name: name, Any: encoded, Hash: dedup.ResourceHash(encoded)}, nil
+}
+
+// typeName is the full message name of a type URL.
+func typeName(typeURL string) string { return typeURL[strings.LastIndexByte(typeURL, '/')+1:] }
+
+// where locates resources[i] of a file, with its line when known.
+func where(i int, lines []int) string {
+	if lines != nil {
+		return fmt.Sprintf("resources[%d] (line %d)", i, lines[i])
+	}
+	return fmt.Sprintf("resources[%d]", i)
+}
+
+// validate checks msg and every message nested in it through a
+// google.protobuf.Any (typed_config) against their protoc-gen-validate rules,
+// as Envoy does before using them.
+func validate(msg proto.Message) error {
+	return protorange.Range(msg.ProtoReflect(), func(p protopath.Values) error {
+		last := p.Index(-1)
+		if p.Len() > 1 && last.Step.Kind() != protopath.AnyExpandStep {
+			return nil
+		}
+		v, ok := last.Value.Message().Interface().(interface{ Validate() error })
+		if !ok {
+			return nil
+		}
+		if err := v.Validate(); err != nil {
+			if p.Len() > 1 {
+				return fmt.Errorf("%s: %w", strings.TrimPrefix(p.Path[1:].String(), "."), err)
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// shortType is a type URL's message name without its package: "Cluster".
+func shortType(typeURL string) string {
+	if i := strings.LastIndexAny(typeURL, "/."); i >= 0 {
+		return typeURL[i+1:]
+	}
+	return typeURL
+}
+
+// errEmpty is the error of a file without content. A file being rewritten
+// can be seen empty for a moment; keeping the last good state then is safer
+// than serving nothing.
+var errEmpty = errors.New("file is empty: it must hold a DiscoveryResponse (`resources: []` for none)")
+
+// parseFile decodes a file's DiscoveryResponse and returns its resources and,
+// for YAML, the line of each.
+func parseFile(path string, data []byte) ([]*anypb.Any, []int, error) {
+	var (
+		resp  *discoveryv3.DiscoveryResponse
+		lines []int
+		err   error
+	)
+	if strings.ToLower(filepath.Ext(path)) == ".json" {
+		resp, err = parseJSON(data)
+	} else {
+		resp, lines, err = parseYAML(data)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(lines) != len(resp.Resources) {
+		lines = nil
+	}
+	if want := typeName(resp.TypeUrl); want != "" {
+		for i, a := range resp.Resources {
+			if typeName(a.TypeUrl) != want {
+				return nil, nil, fmt.Errorf("%s: %s: type %q does not match the file's type_url %q", path, where(i, lines), a.TypeUrl, resp.TypeUrl)
+			}
+		}
+	}
+	return resp.Resources, lines, nil
+}
+
+func parseJSON(data []byte) (*discoveryv3.DiscoveryResponse, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errEmpty
+	}
+	resp := &discoveryv3.DiscoveryResponse{}
+	if err := protojson.Unmarshal(data, resp); err != nil {
+		return nil, protoError(err, true)
+	}
+	return resp, nil
+}
+
+func parseYAML(data []byte) (*discoveryv3.DiscoveryResponse, []int, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err == io.EOF {
+		return nil, nil, errEmpty
+	} else if err != nil {
+		return nil, nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("line %d: a second YAML document: a file holds one DiscoveryResponse", extra.Line)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, nil, fmt.Errorf("line %d: the top level must be a mapping (a DiscoveryResponse)", root.Line)
+	}
+	var items []*yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "resources" && root.Content[i+1].Kind == yaml.SequenceNode {
+			items = root.Content[i+1].Content
+		}
+	}
+	js, err := yamlToJSON(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp := &discoveryv3.DiscoveryResponse{}
+	if err := protojson.Unmarshal(js, resp); err != nil {
+		// The JSON's positions mean nothing in the YAML file: find the
+		// resource at fault and give its line instead.
+		for i, item := range items {
+			js, jerr := yamlToJSON(item)
+			if jerr != nil {
+				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, item.Line, jerr)
+			}
+			if aerr := protojson.Unmarshal(js, &anypb.Any{}); aerr != nil {
+				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, item.Line, protoError(aerr, false))
+			}
+		}
+		return nil, nil, protoError(err, false)
+	}
+	lines := make([]int, len(items))
+	for i, item := range items {
+		lines[i] = item.Line
+	}
+	return resp, lines, nil
+}
+
+var (
+	// protoPrefix is protojson's error prefix; the library randomly uses a
+	// non-breaking space after it.
+	protoPrefix = regexp.MustCompile(`^proto:[ \x{00a0}]*`)
+	// protoPos is the position protojson gives: "(line 3:7)".
+	protoPos = regexp.MustCompile(`[ \x{00a0}]*\(line (\d+):(\d+)\)`)
+)
+
+// protoError rewrites a protojson error as "line L:C: message", or just
+// "message" when the position is meaningless (JSON converted from YAML).
+func protoError(err error, withPos bool) error {
+	msg := protoPrefix.ReplaceAllString(err.Error(), "")
+	m := protoPos.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return errors.New(msg)
+	}
+	rest := strings.TrimLeft(msg[:m[0]]+msg[m[1]:], ": \u00a0")
+	if withPos {
+		return fmt.Errorf("line %s:%s: %s", msg[m[2]:m[3]], msg[m[4]:m[5]], rest)
+	}
+	return errors.New(rest)
+}
+
+// yamlToJSON converts a YAML node (anchors, aliases and merge keys resolved)
+// to JSON for protojson.
+func yamlToJSON(n *yaml.Node) ([]byte, error) {
+	scalarsAsText(n, map[*yaml.Node]bool{})
+	var v any
+	if err := n.Decode(&v); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("yaml: %s", strings.Join(te.Errors, "; "))
+		}
+		return nil, err
+	}
+	v, err := jsonValue(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// scalarsAsText retags the scalars whose decoded Go value JSON would not
+// carry as written: timestamps stay the text the file has (protojson parses
+// Timestamp fields from it), and !!binary its base64, which protojson
+// expects for bytes fields.
+func scalarsAsText(n *yaml.Node, done map[*yaml.Node]bool) {
+	if n == nil || done[n] {
+		return
+	}
+	done[n] = true
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!timestamp":
+			n.Tag = "!!str"
+		case "!!binary":
+			n.Tag = "!!str"
+			n.Value = strings.Join(strings.Fields(n.Value), "")
+		}
+	}
+	scalarsAsText(n.Alias, done)
+	for _, c := range n.Content {
+		scalarsAsText(c, done)
+	}
+}
+
+// jsonValue makes a decoded YAML value encodable as JSON the way protojson
+// reads it: mapping keys become strings and non-finite floats the strings
+// protojson accepts for them.
+func jsonValue(v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			e, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = e
+		}
+		return x, nil
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			switch k.(type) {
+			case string, int, int64, uint64, bool, float64:
+			default:
+				return nil, fmt.Errorf("unsupported mapping key %v (%T)", k, k)
+			}
+			e, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[fmt.Sprint(k)] = e
+		}
+		return out, nil
+	case []any:
+		for i, e := range x {
+			e, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = e
+		}
+		return x, nil
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return "NaN", nil
+		case math.IsInf(x, 1):
+			return "Infinity", nil
+		case math.IsInf(x, -1):
+			return "-Infinity", nil
+		}
+		return x, nil
+	}
+	return v, nil
+}

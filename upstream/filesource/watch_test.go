@@ -1,0 +1,269 @@
+package filesource
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// eventually polls cond every 10ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: "+format, append([]any{timeout}, args...)...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newRegistry(t *testing.T, start func(*shard.Class) func(string)) *shard.Registry {
+	t.Helper()
+	classifier, err := shard.NewClassifier(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shard.NewRegistry(classifier, start)
+}
+
+func node(cluster string) *corev3.Node { return &corev3.Node{Id: cluster + "-1", Cluster: cluster} }
+
+// counts is a class's resource count per type URL it has received.
+func counts(c *shard.Class) map[string]int {
+	out := map[string]int{}
+	for _, ts := range c.Status() {
+		if ts.Received {
+			out[ts.TypeURL] = ts.Resources
+		}
+	}
+	return out
+}
+
+// startRun runs s.Run until the test ends, then checks that it returned.
+func startRun(t *testing.T, s *Source) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+		if s.Status().Watching {
+			t.Error("still watching after Run returned")
+		}
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(t, 5*time.Second, func() bool { return s.Status().Watching }, "watch started")
+}
+
+func TestWatch(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"clusters.yaml": clusterYAML("a")})
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := newRegistry(t, nil).ClassFor(node("one"))
+	s.Attach(class)
+	if got, want := counts(class), map[string]int{clusterType: 1}; !maps.Equal(got, want) {
+		t.Fatalf("after Attach: %v, want %v", got, want)
+	}
+	startRun(t, s)
+
+	write := func(name, content string) func() error {
+		return func() error { return os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644) }
+	}
+	remove := func(name string) func() error {
+		return func() error { return os.Remove(filepath.Join(dir, name)) }
+	}
+	// replace writes a temporary dotfile and renames it over name, as
+	// editors and deploy tools do.
+	replace := func(name, content string) func() error {
+		return func() error {
+			tmp := filepath.Join(dir, "."+name+".tmp")
+			if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(tmp, filepath.Join(dir, name))
+		}
+	}
+	steps := []struct {
+		name    string
+		do      func() error
+		want    map[string]int
+		wantErr string // substring of Status().LastError; "" for none
+	}{
+		{"new file", write("listeners.yaml", listenerYAML("l1", "l2")), map[string]int{clusterType: 1, listenerType: 2}, ""},
+		{"edit in place", write("clusters.yaml", clusterYAML("a", "b", "c")), map[string]int{clusterType: 3, listenerType: 2}, ""},
+		{"broken file keeps the last good state", write("broken.yaml", "resources: [\n"), map[string]int{clusterType: 3, listenerType: 2}, "broken.yaml"},
+		{"duplicate keeps the last good state", write("broken.yaml", clusterYAML("a")), map[string]int{clusterType: 3, listenerType: 2}, `duplicate Cluster "a"`},
+		{"fixed", write("broken.yaml", clusterYAML("d")), map[string]int{clusterType: 4, listenerType: 2}, ""},
+		{"atomic replace", replace("clusters.yaml", clusterYAML("a")), map[string]int{clusterType: 2, listenerType: 2}, ""},
+		{"removed file deletes its resources", remove("listeners.yaml"), map[string]int{clusterType: 2, listenerType: 0}, ""},
+		{"ignored file", write("notes.txt", "resources: ["), map[string]int{clusterType: 2, listenerType: 0}, ""},
+	}
+	for _, step := range steps {
+		before := s.Status()
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if step.wantErr != "" {
+			// The failed reload has happened once the error shows; the
+			// state must not have moved.
+			eventually(t, 5*time.Second, func() bool {
+				return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, step.wantErr)
+			}, "%s: LastError containing %q, have %q", step.name, step.wantErr, s.Status().LastError)
+			if got := counts(class); !maps.Equal(got, step.want) {
+				t.Errorf("%s: class has %v, want the last good %v", step.name, got, step.want)
+			}
+			if got := s.Status().Resources; !maps.Equal(got, step.want) {
+				t.Errorf("%s: Status().Resources = %v, want the last good %v", step.name, got, step.want)
+			}
+		} else {
+			eventually(t, 5*time.Second, func() bool {
+				st := s.Status()
+				return maps.Equal(counts(class), step.want) && maps.Equal(st.Resources, step.want) && st.LastError == ""
+			}, "%s: class %v, status %v, want %v; last error %q", step.name, counts(class), s.Status().Resources, step.want, s.Status().LastError)
+		}
+	}
+	st := s.Status()
+	if want := []string{"broken.yaml", "clusters.yaml"}; !slices.Equal(st.Files, want) {
+		t.Errorf("files = %v, want %v", st.Files, want)
+	}
+	if st.Failures < 2 || !st.FailedAt.IsZero() {
+		t.Errorf("status = %+v", st)
+	}
+
+	// A class attached now gets every type ever loaded, the emptied one too.
+	late := newRegistry(t, nil).ClassFor(node("late"))
+	s.Attach(late)
+	if got, want := counts(late), map[string]int{clusterType: 2, listenerType: 0}; !maps.Equal(got, want) {
+		t.Errorf("late class: %v, want %v", got, want)
+	}
+}
+
+// nopWatcher is a shard watcher that polls instead of listening.
+type nopWatcher struct{}
+
+func (*nopWatcher) ShardChanged(*shard.Shard) {}
+
+// TestInterestReapply checks that resources a class dropped (its last
+// subscriber left) come back when a client subscribes again, and that a type
+// no file has is served as empty.
+func TestInterestReapply(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"clusters.yaml": clusterYAML("a", "b")})
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := newRegistry(t, s.Attach)
+	class := registry.ClassFor(node("one"))
+	startRun(t, s)
+
+	shardNames := func(sh *shard.Shard) []string {
+		if r := sh.Current(); r != nil {
+			return r.Names
+		}
+		return nil
+	}
+	tests := []struct {
+		name    string
+		typeURL string
+		sub     shard.Subscription
+		want    []string // nil: the shard must get an empty response
+	}{
+		{"wildcard", clusterType, shard.NewSubscription(nil, true), []string{"a", "b"}},
+		{"wildcard again", clusterType, shard.NewSubscription(nil, true), []string{"a", "b"}},
+		{"by name", clusterType, shard.NewSubscription([]string{"b"}, false), []string{"b"}},
+		{"by name again", clusterType, shard.NewSubscription([]string{"a"}, false), []string{"a"}},
+		{"type without files", listenerType, shard.NewSubscription([]string{"x"}, false), nil},
+	}
+	for _, tc := range tests {
+		w := &nopWatcher{}
+		sh := class.Subscribe(tc.typeURL, tc.sub, w)
+		eventually(t, 5*time.Second, func() bool {
+			return sh.Current() != nil && slices.Equal(shardNames(sh), tc.want)
+		}, "%s: shard names %v, want %v", tc.name, shardNames(sh), tc.want)
+		// The last subscriber leaving must not lose the state for the next.
+		class.Unsubscribe(sh, w)
+	}
+}
+
+// TestDirReplaced removes the watched directory and creates it again: the
+// watch follows.
+func TestDirReplaced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "config")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("a")})
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := newRegistry(t, s.Attach).ClassFor(node("one"))
+	startRun(t, s)
+
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() bool { return !s.Status().Watching }, "watch lost")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("b", "c")})
+	want := map[string]int{clusterType: 2}
+	eventually(t, 5*time.Second, func() bool {
+		return s.Status().Watching && maps.Equal(counts(class), want) && s.Status().LastError == ""
+	}, "state of the new directory: %v, want %v", counts(class), want)
+}
+
+func TestRunTwice(t *testing.T) {
+	s, err := New(sampleDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s)
+	if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "already") {
+		t.Errorf("second Run: %v", err)
+	}
+}
+
+func TestCloseForgetsClasses(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"clusters.yaml": clusterYAML("a")})
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := newRegistry(t, s.Attach).ClassFor(node("one"))
+	startRun(t, s)
+	for range 2 {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loads := s.Status().Loads
+	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("a", "b")})
+	eventually(t, 5*time.Second, func() bool { return s.Status().Loads > loads && s.Status().Resources[clusterType] == 2 }, "reload after Close")
+	if got := counts(class)[clusterType]; got != 1 {
+		t.Errorf("closed source updated a class: %d clusters", got)
+	}
+}

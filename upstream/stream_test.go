@@ -1,0 +1,225 @@
+package upstream
+
+import (
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// scriptedADS is a real ADS server whose responses the test writes by hand,
+// to play control planes that misbehave.
+type scriptedADS struct {
+	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	streams chan *scriptedStream
+}
+
+type scriptedStream struct {
+	st   grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]
+	reqs chan *discoverygrpc.DiscoveryRequest
+	end  chan error
+}
+
+func (s *scriptedADS) StreamAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]) error {
+	ss := &scriptedStream{st: st, reqs: make(chan *discoverygrpc.DiscoveryRequest, 16), end: make(chan error, 1)}
+	s.streams <- ss
+	go func() {
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				close(ss.reqs)
+				return
+			}
+			ss.reqs <- req
+		}
+	}()
+	select {
+	case err := <-ss.end:
+		return err
+	case <-st.Context().Done():
+		return nil
+	}
+}
+
+func startScripted(t *testing.T) (*scriptedADS, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &scriptedADS{streams: make(chan *scriptedStream, 4)}
+	g := grpc.NewServer()
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, srv)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(lis) }()
+	t.Cleanup(func() { g.Stop(); <-done })
+	return srv, lis.Addr().String()
+}
+
+func (s *scriptedADS) next(t *testing.T) *scriptedStream {
+	t.Helper()
+	select {
+	case ss := <-s.streams:
+		return ss
+	case <-time.After(10 * time.Second):
+		t.Fatal("no upstream stream opened")
+		return nil
+	}
+}
+
+func (ss *scriptedStream) request(t *testing.T) *discoverygrpc.DiscoveryRequest {
+	t.Helper()
+	select {
+	case r, ok := <-ss.reqs:
+		if !ok {
+			t.Fatal("stream closed while waiting for a request")
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request from the relay")
+		return nil
+	}
+}
+
+func (ss *scriptedStream) respond(t *testing.T, version, nonce string, names ...string) {
+	t.Helper()
+	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: shard.ClusterType}
+	for _, n := range names {
+		a, err := anypb.New(&clusterv3.Cluster{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Resources = append(resp.Resources, a)
+	}
+	if err := ss.st.Send(resp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type nopWatcher struct{}
+
+func (nopWatcher) ShardChanged(*shard.Shard) {}
+
+func newClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Class, *shard.Shard) {
+	t.Helper()
+	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: bo}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	cl, _ := shard.NewClassifier(nil)
+	reg := shard.NewRegistry(cl, c.Attach)
+	class := reg.ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
+	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	return c, class, sh
+}
+
+func names(sh *shard.Shard) []string {
+	if r := sh.Current(); r != nil {
+		return r.Names
+	}
+	return nil
+}
+
+func TestNACKAndRepeatedRejectedVersion(t *testing.T) {
+	srv, addr := startScripted(t)
+	_, _, sh := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	ss := srv.next(t)
+
+	first := ss.request(t)
+	if n := first.GetNode(); n.GetId() != "relay-under-test" || n.GetCluster() != "class-a" || n.GetUserAgentName() != "envoy" {
+		t.Fatalf("upstream node = %v, want the relay's id with the class's fields", n)
+	}
+	if first.GetTypeUrl() != shard.ClusterType || len(first.GetResourceNames()) != 0 {
+		t.Fatalf("first request = %v, want a legacy wildcard CDS request", first)
+	}
+
+	ss.respond(t, "v1", "n1", "a", "a") // duplicate names: must be rejected
+	nack := ss.request(t)
+	if nack.GetErrorDetail() == nil || nack.GetResponseNonce() != "n1" || nack.GetVersionInfo() != "" {
+		t.Fatalf("want a NACK of n1 at the empty version, got %v", nack)
+	}
+	if status.Code(status.ErrorProto(nack.GetErrorDetail())) != codes.InvalidArgument {
+		t.Fatalf("NACK code = %v", nack.GetErrorDetail())
+	}
+	if names(sh) != nil {
+		t.Fatal("a rejected response reached the shard")
+	}
+
+	// The control plane re-sends the rejected version at once (as
+	// go-control-plane does). The relay must not answer at once, or the two
+	// loop: the next request it sends must be the ACK of the good v2.
+	ss.respond(t, "v1", "n2", "a", "a")
+	ss.respond(t, "v2", "n3", "a", "b")
+	ack := ss.request(t)
+	if ack.GetErrorDetail() != nil || ack.GetResponseNonce() != "n3" || ack.GetVersionInfo() != "v2" {
+		t.Fatalf("want the ACK of v2 (n3), got %v", ack)
+	}
+	if got := names(sh); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("shard holds %v after v2", got)
+	}
+}
+
+func TestReconnectResubscribesWithLastVersion(t *testing.T) {
+	srv, addr := startScripted(t)
+	c, _, sh := newClient(t, addr, Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond})
+	ss := srv.next(t)
+	ss.request(t)
+	ss.respond(t, "v7", "n1", "a")
+	if ack := ss.request(t); ack.GetVersionInfo() != "v7" {
+		t.Fatalf("ACK = %v", ack)
+	}
+	ss.end <- status.Error(codes.Unavailable, "control plane restarting")
+
+	again := srv.next(t)
+	req := again.request(t)
+	if req.GetVersionInfo() != "v7" || req.GetNode().GetId() != "relay-under-test" || req.GetTypeUrl() != shard.ClusterType {
+		t.Fatalf("resubscription = %v, want CDS at v7 with the node", req)
+	}
+	if got := names(sh); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("shard lost its state across the reconnect: %v", got)
+	}
+	st := c.Status()
+	if len(st) != 1 || st[0].Reconnects < 1 || st[0].Versions[shard.ClusterType] != "v7" {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestInterestChangesAreSentUpstream(t *testing.T) {
+	srv, addr := startScripted(t)
+	_, class, _ := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	ss := srv.next(t)
+	ss.request(t) // CDS wildcard
+	const eds = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	w := nopWatcher{}
+	a := class.Subscribe(eds, shard.NewSubscription([]string{"x", "y"}, false), w)
+	if r := ss.request(t); r.GetTypeUrl() != eds || !slices.Equal(r.GetResourceNames(), []string{"x", "y"}) {
+		t.Fatalf("EDS subscription = %v", r)
+	}
+	b := class.Subscribe(eds, shard.NewSubscription([]string{"y", "z"}, false), w)
+	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"x", "y", "z"}) {
+		t.Fatalf("union = %v", r.GetResourceNames())
+	}
+	class.Unsubscribe(a, w)
+	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"y", "z"}) {
+		t.Fatalf("after dropping x: %v", r.GetResourceNames())
+	}
+	class.Unsubscribe(b, w)
+	if r := ss.request(t); len(r.GetResourceNames()) != 0 || r.GetTypeUrl() != eds {
+		t.Fatalf("after everyone left: %v, want an empty (unsubscribe) EDS request", r)
+	}
+}

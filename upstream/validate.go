@@ -1,0 +1,90 @@
+package upstream
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// RejectError is a response the relay NACKs: the upstream is alive but sent
+// something that must not reach clients. It is distinct from a broken stream.
+type RejectError struct{ Reason string }
+
+func (e *RejectError) Error() string { return e.Reason }
+
+func reject(format string, args ...any) error {
+	return &RejectError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// validator checks upstream resources. It remembers the hash of every
+// resource it already checked, so an unchanged resource is not decoded again
+// (owned by one class stream's run loop; not safe for concurrent use).
+type validator struct {
+	checked map[string]map[string]uint64 // type URL -> name -> hash
+}
+
+func newValidator() *validator { return &validator{checked: map[string]map[string]uint64{}} }
+
+// resources validates the raw resources of one response of typeURL: each must
+// be a well-formed Any of the response's type, decodable when the type is
+// known to the relay, with a non-empty name unique within the response.
+func (v *validator) resources(typeURL string, raws [][]byte, replace bool) ([]*shard.Resource, error) {
+	var msgType protoreflect.MessageType
+	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL); err == nil {
+		msgType = mt
+	}
+	prev := v.checked[typeURL]
+	next := make(map[string]uint64, len(raws))
+	out := make([]*shard.Resource, 0, len(raws))
+	for i, raw := range raws {
+		anyType, value, err := wire.ParseAny(raw)
+		if err != nil {
+			return nil, reject("resources[%d]: malformed google.protobuf.Any: %v", i, err)
+		}
+		if anyType != typeURL {
+			return nil, reject("resources[%d]: type %q does not match the response type_url %q", i, anyType, typeURL)
+		}
+		name, err := wire.ResourceName(value)
+		if err != nil {
+			return nil, reject("resources[%d]: %v", i, err)
+		}
+		if _, dup := next[name]; dup {
+			return nil, reject("resources[%d]: duplicate resource name %q", i, name)
+		}
+		hash := dedup.ResourceHash(raw)
+		if msgType != nil && prev[name] != hash {
+			if err := proto.Unmarshal(value, msgType.New().Interface()); err != nil {
+				return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
+			}
+		}
+		next[name] = hash
+		// Copy: raw aliases the whole received message, which must not stay
+		// pinned by the one resource that outlives it.
+		out = append(out, &shard.Resource{Name: name, Any: bytes.Clone(raw), Hash: hash})
+	}
+	if !replace && prev != nil {
+		// A merge update carries only some resources: remember the rest too.
+		for name, hash := range prev {
+			if _, ok := next[name]; !ok {
+				next[name] = hash
+			}
+		}
+	}
+	v.checked[typeURL] = next
+	return out, nil
+}
+
+func shortType(typeURL string) string {
+	if i := strings.LastIndexByte(typeURL, '/'); i >= 0 {
+		return typeURL[i+1:]
+	}
+	return typeURL
+}

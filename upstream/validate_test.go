@@ -1,0 +1,84 @@
+package upstream
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+const clusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+
+func anyOf(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestValidatorRejects(t *testing.T) {
+	good := anyOf(t, &clusterv3.Cluster{Name: "a"})
+	// A Cluster whose name holds invalid UTF-8: well-formed on the wire, but
+	// not a decodable Cluster.
+	badUTF8 := wire.AppendAny(nil, clusterType, []byte{0x0a, 0x02, 0xff, 0xfe})
+	tests := []struct {
+		name string
+		raws [][]byte
+		want string
+	}{
+		{"type mismatch", [][]byte{anyOf(t, &endpointv3.ClusterLoadAssignment{ClusterName: "a"})}, "does not match the response type_url"},
+		{"duplicate names", [][]byte{good, anyOf(t, &clusterv3.Cluster{Name: "a", AltStatName: "x"})}, `resources[1]: duplicate resource name "a"`},
+		{"no name", [][]byte{anyOf(t, &clusterv3.Cluster{AltStatName: "x"})}, "resources[0]: resource has no name"},
+		{"malformed any", [][]byte{{0x0a, 0x10, 'x'}}, "resources[0]: malformed google.protobuf.Any"},
+		{"undecodable resource", [][]byte{badUTF8}, "undecodable envoy.config.cluster.v3.Cluster"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newValidator().resources(clusterType, tc.raws, true)
+			var rej *RejectError
+			if !errors.As(err, &rej) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want a RejectError containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidatorAcceptsAndCopies(t *testing.T) {
+	raw := anyOf(t, &clusterv3.Cluster{Name: "a"})
+	out, err := newValidator().resources(clusterType, [][]byte{raw}, true)
+	if err != nil || len(out) != 1 || out[0].Name != "a" {
+		t.Fatalf("got %v, %v", out, err)
+	}
+	raw[len(raw)-1] ^= 0xff
+	if out[0].Any[len(out[0].Any)-1] == raw[len(raw)-1] {
+		t.Fatal("resource aliases the receive buffer")
+	}
+}
+
+func TestBackoffBounds(t *testing.T) {
+	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	for n := 0; n < 20; n++ {
+		want := b.Initial << n
+		if want > b.Max || want <= 0 {
+			want = b.Max
+		}
+		for i := 0; i < 50; i++ {
+			if d := b.Delay(n); d < want/2 || d > want {
+				t.Fatalf("Delay(%d) = %v, want in [%v, %v]", n, d, want/2, want)
+			}
+		}
+	}
+}
