@@ -46,16 +46,32 @@ type sotwStream struct {
 	node  *corev3.Node
 	class *shard.Class
 
-	mu      sync.Mutex
-	types   map[string]*typeSub // guarded by mu
-	pending []*typeSub          // guarded by mu: dirty types, in first-dirtied order
-	nonce   uint64              // guarded by mu
-	bytes   int64               // guarded by mu
+	mu        sync.Mutex
+	types     map[string]*typeSub // guarded by mu
+	pending   []pendingResponse   // guarded by mu: responses to write, in update order
+	collapses int                 // guarded by mu: times pending overflowed (see enqueueLocked)
+	nonce     uint64              // guarded by mu
+	bytes     int64               // guarded by mu
 }
+
+// pendingResponse is a response of a shard captured when the shard changed,
+// waiting for the stream's writer.
+type pendingResponse struct {
+	t     *typeSub
+	shard *shard.Shard
+	resp  *shard.Response
+}
+
+// maxPending bounds a stream's queue. A client that keeps up never has more
+// than a few entries; one that falls this far behind is served the latest
+// state instead of every step (see collapseLocked).
+const maxPending = 64
 
 var _ shard.Watcher = (*sotwStream)(nil)
 
-// ShardChanged implements shard.Watcher: the shard has a new response.
+// ShardChanged implements shard.Watcher: the shard has a new response. It is
+// called right after the response is stored, under the class lock, so
+// Current is exactly this update's response.
 func (s *sotwStream) ShardChanged(sh *shard.Shard) {
 	s.mu.Lock()
 	t := s.types[sh.TypeURL]
@@ -63,20 +79,50 @@ func (s *sotwStream) ShardChanged(sh *shard.Shard) {
 		s.mu.Unlock()
 		return // a shard this stream is leaving
 	}
-	s.markDirtyLocked(t)
+	s.enqueueLocked(t, sh, sh.Current())
 	s.mu.Unlock()
 	s.wake.Notify()
 }
 
-// markDirtyLocked queues t for the writer. A type already queued keeps its
-// place: the writer then sends its latest response, so every type is sent no
-// earlier than updates of other types that preceded it upstream, and the
-// queue never holds more than one entry per type.
-func (s *sotwStream) markDirtyLocked(t *typeSub) {
-	if !t.dirty {
-		t.dirty = true
-		s.pending = append(s.pending, t)
+// enqueueLocked queues resp for the writer, keeping the class's update order
+// across types (make-before-break on ADS): a response supersedes a queued one
+// only when it is of the same type and nothing was queued after it, so every
+// step the upstream ordered across types reaches the client in that order.
+// A queue that reaches maxPending collapses (collapseLocked).
+func (s *sotwStream) enqueueLocked(t *typeSub, sh *shard.Shard, resp *shard.Response) {
+	if resp == nil {
+		return
 	}
+	e := pendingResponse{t: t, shard: sh, resp: resp}
+	if n := len(s.pending); n > 0 && s.pending[n-1].t == t {
+		s.pending[n-1] = e
+		return
+	}
+	s.pending = append(s.pending, e)
+	if len(s.pending) > maxPending {
+		s.collapseLocked()
+	}
+}
+
+// collapseLocked reduces the queue of a client far behind to one entry per
+// type: each at the position of the type's first entry, with its latest
+// response. The client then jumps to the latest state; cross-type order is
+// kept only as far as first-queued order allows. Counted in collapses.
+func (s *sotwStream) collapseLocked() {
+	latest := make(map[*typeSub]pendingResponse, len(s.types))
+	order := make([]*typeSub, 0, len(s.types))
+	for _, e := range s.pending {
+		if _, ok := latest[e.t]; !ok {
+			order = append(order, e.t)
+		}
+		latest[e.t] = e
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
+	for _, t := range order {
+		s.pending = append(s.pending, latest[t])
+	}
+	s.collapses++
 }
 
 // serve runs the stream: the calling (gRPC handler) goroutine writes, a
@@ -118,26 +164,25 @@ func (s *sotwStream) flush() error {
 	}
 }
 
-// collect stamps a nonce on the current response of each pending type that
-// the client does not hold yet. No protobuf work: body shared, suffix new.
+// collect stamps a nonce on each queued response the client does not hold
+// yet. No protobuf work: the body is shared, the suffix is the stream's.
 func (s *sotwStream) collect() []*wire.Stamped {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*wire.Stamped
-	for _, t := range s.pending {
-		t.dirty = false
-		if t.shard == nil {
-			continue
+	for _, e := range s.pending {
+		t := e.t
+		if t.shard != e.shard {
+			continue // queued for a subscription the client has since changed
 		}
-		cur := t.shard.Current()
-		if cur == nil || (!t.force && cur.Version == t.sentVersion) {
+		if !t.force && e.resp.Version == t.sentVersion {
 			continue
 		}
 		s.nonce++
 		t.nonce = strconv.FormatUint(s.nonce, 36)
-		t.sentVersion, t.force = cur.Version, false
+		t.sentVersion, t.force = e.resp.Version, false
 		t.pushes++
-		m := &wire.Stamped{Body: cur.Body, Suffix: wire.NonceSuffix(t.nonce)}
+		m := &wire.Stamped{Body: e.resp.Body, Suffix: wire.NonceSuffix(t.nonce)}
 		s.bytes += int64(m.Len())
 		out = append(out, m)
 	}
@@ -228,7 +273,7 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	t.shard = next
 	if next != nil {
 		t.updateSend(first, old, req.GetVersionInfo())
-		s.markDirtyLocked(t)
+		s.enqueueLocked(t, next, next.Current())
 	}
 	s.mu.Unlock()
 	if old != nil {

@@ -26,7 +26,6 @@ type typeSub struct {
 	nonce       string // last nonce sent for this type; "" before the first
 	sentVersion string // version of the last response sent (or known held)
 	force       bool   // send the shard's response even if sentVersion matches
-	dirty       bool   // queued in the stream's pending list
 
 	ackedVersion string
 	acks, nacks  int

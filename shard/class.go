@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
@@ -55,8 +56,9 @@ func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
 	s := t.lookup(key, sub)
 	if s == nil {
 		s = &Shard{Key: key, Class: c, TypeURL: typeURL, Sub: sub, watchers: map[Watcher]struct{}{}}
+		interestChanged := t.add(s) // first: it marks names only the upstream can answer
 		t.rebuild(s)
-		if t.add(s) {
+		if interestChanged {
 			c.onInterest(typeURL)
 		}
 	}
@@ -82,10 +84,16 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 // typeURL. Resources outside it (and outside the current interest) are
 // dropped: the upstream will not keep them current. Only upstreams that
 // subscribe by name call it; a source holding the complete state does not.
+//
+// Newly requested Listener/Cluster names the class does not hold stay
+// pending until the upstream answers, or PendingGrace has passed.
 func (c *Class) Requested(typeURL string, sub Subscription) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.table(typeURL).setRequested(sub)
+	if deadline := c.table(typeURL).setRequested(sub, time.Now()); !deadline.IsZero() {
+		// The timer's goroutine only takes the class lock and returns.
+		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
+	}
 }
 
 // Interest returns the union of the subscriptions of typeURL's shards.
@@ -114,6 +122,7 @@ func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
 	defer c.mu.Unlock()
 	t := c.table(typeURL)
 	changed := t.apply(update, replace)
+	changed = append(changed, t.resolvePending(time.Now(), false)...)
 	var shards map[*Shard]struct{}
 	if !t.received || t.wildcardPending {
 		t.received, t.wildcardPending = true, false
@@ -128,12 +137,31 @@ func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
 	} else {
 		shards = t.affected(changed)
 	}
+	c.rebuildAndNotify(t, shards)
+}
+
+// rebuildAndNotify rebuilds shards and tells the watchers of those whose
+// response changed. Called with mu held.
+func (c *Class) rebuildAndNotify(t *table, shards map[*Shard]struct{}) {
 	for s := range shards {
 		if t.rebuild(s) {
 			for w := range s.watchers {
 				w.ShardChanged(s)
 			}
 		}
+	}
+}
+
+// expirePending serves shards whose pending names' grace has passed.
+func (c *Class) expirePending(typeURL string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.tables[typeURL]
+	if t == nil {
+		return
+	}
+	if names := t.resolvePending(time.Now(), true); len(names) > 0 {
+		c.rebuildAndNotify(t, t.affected(names))
 	}
 }
 

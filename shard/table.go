@@ -3,6 +3,7 @@ package shard
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -32,6 +33,10 @@ type table struct {
 	requested       Subscription
 	reported        bool // setRequested was called: requested is meaningful
 	wildcardPending bool // wildcard requested again; the answer is not in yet
+	// pending: names of a full-state type newly wanted and not held, whose
+	// answer the upstream has not given yet, with the deadline after which
+	// they count as absent (zero: not requested yet, e.g. upstream down).
+	pending map[string]time.Time
 
 	resources map[string]*Resource
 	sorted    []string // sorted keys of resources; nil when stale
@@ -49,8 +54,16 @@ func newTable(typeURL string) *table {
 		shards:    map[Key][]*Shard{},
 		byName:    map[string]map[*Shard]struct{}{},
 		wildcards: map[*Shard]struct{}{},
+		pending:   map[string]time.Time{},
 	}
 }
+
+// PendingGrace is how long names of a full-state type (Listener, Cluster)
+// that the upstream was asked for may stay unanswered before shards needing
+// them are served without them. Some control planes never answer a request
+// for names that do not exist; until then, answering a full-state request
+// without a name would tell a client holding it that it was deleted.
+const PendingGrace = 2 * time.Second
 
 func (t *table) sortedNames() []string {
 	if t.sorted == nil {
@@ -77,10 +90,49 @@ func (t *table) add(s *Shard) (interestChanged bool) {
 			set = map[*Shard]struct{}{}
 			t.byName[n] = set
 			interestChanged = true
+			t.markPending(n)
 		}
 		set[s] = struct{}{}
 	}
 	return interestChanged
+}
+
+// markPending records a newly wanted name whose state only the upstream can
+// tell: full-state types, with an upstream that subscribes by name.
+func (t *table) markPending(name string) {
+	if !t.fullState || !t.reported || t.requested.Wildcard || t.requested.Has(name) {
+		return
+	}
+	if _, held := t.resources[name]; !held {
+		t.pending[name] = time.Time{}
+	}
+}
+
+// waiting reports whether shard s needs a name still pending at now.
+func (t *table) waiting(s *Shard, now time.Time) bool {
+	if len(t.pending) == 0 || s.Sub.Wildcard {
+		return false
+	}
+	for _, n := range s.Sub.Names {
+		if d, ok := t.pending[n]; ok && (d.IsZero() || now.Before(d)) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolvePending ends the wait of requested names: all of them when the
+// upstream answered (expiredOnly false), or those past their deadline. It
+// returns the names resolved.
+func (t *table) resolvePending(now time.Time, expiredOnly bool) []string {
+	var out []string
+	for n, d := range t.pending {
+		if !d.IsZero() && (!expiredOnly || !now.Before(d)) {
+			delete(t.pending, n)
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // remove drops a shard nobody watches any more and prunes resources nobody
@@ -112,13 +164,24 @@ func (t *table) remove(s *Shard) (interestChanged bool) {
 // it will no longer keep current: those neither requested nor in the
 // current interest. A wildcard requested anew is pending until the next
 // response, so wildcard shards are not served a partial state meanwhile.
-func (t *table) setRequested(sub Subscription) {
+func (t *table) setRequested(sub Subscription, now time.Time) (deadline time.Time) {
 	if sub.Wildcard && !t.requested.Wildcard && t.received {
 		t.wildcardPending = true
 	}
 	t.requested, t.reported = sub, true
+	for n, d := range t.pending {
+		if d.IsZero() && (sub.Wildcard || sub.Has(n)) {
+			deadline = now.Add(PendingGrace)
+			t.pending[n] = deadline
+		}
+	}
+	defer func() {
+		if sub.Wildcard {
+			clear(t.pending) // a wildcard answer is complete: nothing is pending by name
+		}
+	}()
 	if sub.Wildcard || len(t.wildcards) > 0 {
-		return
+		return deadline
 	}
 	for name := range t.resources {
 		if _, needed := t.byName[name]; !needed && !sub.Has(name) {
@@ -126,6 +189,7 @@ func (t *table) setRequested(sub Subscription) {
 			t.sorted = nil
 		}
 	}
+	return deadline
 }
 
 // lookup finds the shard for sub, if one exists.
@@ -182,6 +246,9 @@ func (t *table) affected(names []string) map[*Shard]struct{} {
 func (t *table) rebuild(s *Shard) bool {
 	if !t.received || (s.Sub.Wildcard && (t.wildcardPending || t.reported && !t.requested.Wildcard)) {
 		return false // a wildcard shard is not served a partial state
+	}
+	if t.waiting(s, time.Now()) {
+		return false // nor a full-state shard one lacking a name not yet answered
 	}
 	var names []string
 	if s.Sub.Wildcard {

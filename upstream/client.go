@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -71,6 +72,12 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The connection's own reconnection follows the configured backoff
+		// too: grpc's default would wait up to 120 s after a long outage.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: cfg.Backoff.Initial, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.Backoff.Max},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, cfg.DialOptions...)
 	conn, err := grpc.NewClient(cfg.Address, opts...)

@@ -129,9 +129,17 @@ type received struct {
 	err error
 }
 
-// session runs one upstream stream until it fails. healthy reports whether it
-// got as far as a valid response, which resets the backoff.
+// session runs one upstream stream until it fails. healthy reports whether
+// it got a valid response or lived at least the maximum backoff, either of
+// which resets the backoff. (An upstream that is another relay, in sync with
+// us, rightly sends nothing after we resubscribe at its current versions.)
 func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
+	started := time.Now()
+	defer func() {
+		if !healthy && time.Since(started) >= s.bo.Max {
+			healthy = true
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -169,6 +177,8 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 	if err := sess.syncInterest(); err != nil {
 		return false, err
 	}
+	// The stream is open on a ready connection and subscribed.
+	s.setStatus(func(st *StreamStatus) { st.State, st.LastError = StateConnected, "" })
 	for {
 		select {
 		case <-ctx.Done():
@@ -189,10 +199,7 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 			if err != nil {
 				return healthy, err
 			}
-			if ok && !healthy {
-				healthy = true
-				s.setStatus(func(st *StreamStatus) { st.State, st.LastError = StateConnected, "" })
-			}
+			healthy = healthy || ok
 		}
 	}
 }

@@ -43,10 +43,10 @@ type Relay struct {
 	adminSrv *http.Server
 	lis      net.Listener
 	adminLis net.Listener
-	upstream *upstream.Client     // nil when serving from files
-	files    *filesource.Source   // nil when an upstream is set
-	cancel   context.CancelFunc   // stops the file source
-	ready    atomic.Bool          // the downstream listener serves
+	upstream *upstream.Client   // nil when serving from files
+	files    *filesource.Source // nil when an upstream is set
+	cancel   context.CancelFunc // stops the file source
+	ready    atomic.Bool        // the downstream listener serves
 
 	wg        sync.WaitGroup // grpc Serve, admin Serve, file source Run
 	closeOnce sync.Once

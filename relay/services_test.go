@@ -1,0 +1,169 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// On ADS, responses of different types arrive in the order the class's
+// updates happened.
+func TestADSOrder(t *testing.T) {
+	h := newHarness(t)
+	types := []string{ClusterType, EndpointType, ListenerType}
+	for _, typeURL := range types {
+		h.apply(typeURL, true, resource(t, typeURL, "A", 0))
+	}
+	c := h.ads(t)
+	c.subscribe(ClusterType)
+	c.subscribe(EndpointType, "A")
+	c.subscribe(ListenerType)
+	for _, typeURL := range types {
+		c.nextOf(typeURL) // first responses follow the requests' order
+	}
+
+	orders := [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
+	v := 0
+	for round := 0; round < 5; round++ {
+		for _, order := range orders {
+			v++
+			for _, i := range order {
+				h.apply(types[i], false, resource(t, types[i], "A", v))
+			}
+			for _, i := range order {
+				wantResources(t, c.nextOf(types[i]), resource(t, types[i], "A", v))
+			}
+		}
+	}
+	expectNothing(t, c, quietWindow)
+}
+
+// Every per-type service answers its type, with resources of the right proto.
+func TestPerTypeServices(t *testing.T) {
+	cases := []struct {
+		typeURL string
+		names   []string // nil: legacy wildcard
+		want    proto.Message
+	}{
+		{ClusterType, nil, &clusterv3.Cluster{}},
+		{EndpointType, []string{"r"}, &endpointv3.ClusterLoadAssignment{}},
+		{ListenerType, nil, &listenerv3.Listener{}},
+		{RouteType, []string{"r"}, &routev3.RouteConfiguration{}},
+		{ScopedRouteType, []string{"r"}, &routev3.ScopedRouteConfiguration{}},
+		{SecretType, []string{"r"}, &tlsv3.Secret{}},
+		{RuntimeType, []string{"r"}, &runtimev3.Runtime{}},
+	}
+	h := newHarness(t)
+	for _, tc := range cases {
+		t.Run(short(tc.typeURL), func(t *testing.T) {
+			c := h.perType(t, tc.typeURL)
+			c.subscribe(tc.typeURL, tc.names...)
+			r1 := resource(t, tc.typeURL, "r", 1)
+			h.apply(tc.typeURL, true, r1)
+			got := c.nextOf(tc.typeURL)
+			wantResources(t, got, r1)
+			m, err := got.Resources[0].UnmarshalNew()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.ProtoReflect().Descriptor().FullName() != tc.want.ProtoReflect().Descriptor().FullName() {
+				t.Fatalf("resource is a %s, want %s", m.ProtoReflect().Descriptor().FullName(), tc.want.ProtoReflect().Descriptor().FullName())
+			}
+			c.ack(got)
+
+			// A follow-up request may leave type_url empty on a per-type stream.
+			r2 := resource(t, tc.typeURL, "r", 2)
+			h.apply(tc.typeURL, true, r2)
+			got = c.nextOf(tc.typeURL)
+			wantResources(t, got, r2)
+			c.send(&request{VersionInfo: got.VersionInfo, ResponseNonce: got.Nonce, ResourceNames: tc.names})
+			r3 := resource(t, tc.typeURL, "r", 3)
+			h.apply(tc.typeURL, true, r3)
+			wantResources(t, c.nextOf(tc.typeURL), r3)
+		})
+	}
+}
+
+// Malformed requests end the stream with InvalidArgument naming the field.
+func TestBadRequests(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name    string
+		service string // "" for ADS
+		reqs    []*request
+		code    codes.Code
+		field   string
+	}{
+		{"no node", "", []*request{{TypeUrl: ClusterType}}, codes.InvalidArgument, "node"},
+		{"no node per-type", EndpointType, []*request{{ResourceNames: []string{"A"}}}, codes.InvalidArgument, "node"},
+		{"ADS without type_url", "", []*request{{Node: h.node}}, codes.InvalidArgument, "type_url"},
+		{"ADS without type_url later", "", []*request{{Node: h.node, TypeUrl: ClusterType}, {TypeUrl: ""}}, codes.InvalidArgument, "type_url"},
+		{"mismatched type_url", ClusterType, []*request{{Node: h.node, TypeUrl: EndpointType}}, codes.InvalidArgument, "type_url"},
+		{"mismatched type_url later", EndpointType, []*request{{Node: h.node, ResourceNames: []string{"A"}}, {TypeUrl: ClusterType}}, codes.InvalidArgument, "type_url"},
+		{"empty name", "", []*request{{Node: h.node, TypeUrl: EndpointType, ResourceNames: []string{"A", ""}}}, codes.InvalidArgument, "resource_names[1]"},
+		{"empty name later", ClusterType, []*request{{Node: h.node}, {ResourceNames: []string{""}}}, codes.InvalidArgument, "resource_names[0]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := h.perType(t, tc.service)
+			for _, r := range tc.reqs {
+				_ = c.s.Send(r) // a later send may already see the stream fail
+			}
+			err := c.recvError()
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.field) {
+				t.Fatalf("got %v, want %v naming %q", err, tc.code, tc.field)
+			}
+		})
+	}
+}
+
+// xDS v2 methods are refused with Unimplemented, saying v3 is needed.
+func TestV2Refused(t *testing.T) {
+	h := newHarness(t)
+	for _, method := range []string{
+		"/envoy.api.v2.ClusterDiscoveryService/StreamClusters",
+		"/envoy.api.v2.EndpointDiscoveryService/StreamEndpoints",
+		"/envoy.api.v2.ListenerDiscoveryService/StreamListeners",
+		"/envoy.service.discovery.v2.AggregatedDiscoveryService/StreamAggregatedResources",
+		"/envoy.service.discovery.v2.RuntimeDiscoveryService/StreamRuntime",
+	} {
+		t.Run(method, func(t *testing.T) {
+			err := callRaw(t, h, method)
+			if status.Code(err) != codes.Unimplemented || !strings.Contains(strings.ToLower(status.Convert(err).Message()), "v3") {
+				t.Fatalf("got %v, want Unimplemented mentioning v3", err)
+			}
+		})
+	}
+	if err := callRaw(t, h, "/no.such.Service/Method"); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("unknown method: got %v, want Unimplemented", err)
+	}
+}
+
+func callRaw(t *testing.T, h *harness, method string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), recvTimeout)
+	defer cancel()
+	desc := &grpc.StreamDesc{StreamName: method[strings.LastIndex(method, "/")+1:], ServerStreams: true, ClientStreams: true}
+	cs, err := h.conn.NewStream(ctx, desc, method)
+	if err != nil {
+		return err
+	}
+	_ = cs.SendMsg(&request{Node: h.node, TypeUrl: "type.googleapis.com/envoy.api.v2.Cluster"})
+	err = cs.RecvMsg(&response{})
+	if err == nil {
+		return fmt.Errorf("%s answered a response", method)
+	}
+	return err
+}

@@ -1,0 +1,115 @@
+package relay
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Streams of one shard get the same encoded response, nonce aside, and the
+// class holds one shard for them.
+func TestSharedEncoding(t *testing.T) {
+	h := newHarness(t)
+	h.apply(ClusterType, true, clusters(t, 1, "A", "B")...)
+	h.apply(EndpointType, true, resource(t, EndpointType, "A", 1), resource(t, EndpointType, "B", 1))
+
+	a, b := h.ads(t), h.perType(t, ClusterType)
+	b.node = &corev3.Node{Id: "node-2", Cluster: h.node.Cluster} // another node, same class
+	a.subscribe(ClusterType)
+	b.subscribe(ClusterType, "*")
+	sameBody(t, a.nextOf(ClusterType), b.nextOf(ClusterType))
+
+	a.subscribe(EndpointType, "B", "A")
+	e := h.perType(t, EndpointType)
+	e.subscribe(EndpointType, "A", "B")
+	sameBody(t, a.nextOf(EndpointType), e.nextOf(EndpointType))
+
+	for _, typeURL := range []string{ClusterType, EndpointType} {
+		shards := h.shards(typeURL)
+		if len(shards) != 1 || shards[0].Streams != 2 {
+			t.Fatalf("%s shards %+v, want one with 2 streams", short(typeURL), shards)
+		}
+	}
+	if got := len(h.registry.Classes()); got != 1 {
+		t.Fatalf("%d classes, want 1", got)
+	}
+
+	h.apply(ClusterType, false, resource(t, ClusterType, "B", 2))
+	sameBody(t, a.nextOf(ClusterType), b.nextOf(ClusterType))
+}
+
+func sameBody(t *testing.T, x, y *response) {
+	t.Helper()
+	if x.Nonce == "" || y.Nonce == "" {
+		t.Fatal("response without nonce")
+	}
+	x, y = proto.Clone(x).(*response), proto.Clone(y).(*response)
+	x.Nonce, y.Nonce = "", ""
+	if !proto.Equal(x, y) {
+		t.Fatalf("shard responses differ beyond the nonce:\n%v\n%v", x, y)
+	}
+	det := proto.MarshalOptions{Deterministic: true}
+	bx, err := det.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by, err := det.Marshal(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(bx) != string(by) {
+		t.Fatal("shard responses encode differently beyond the nonce")
+	}
+}
+
+// A stream that ends, by cancellation or by the client half-closing,
+// releases its shards; the shard shared with another stream stays.
+func TestStreamEndReleasesShards(t *testing.T) {
+	for _, how := range []string{"cancel", "CloseSend"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t)
+			h.apply(ClusterType, true, clusters(t, 1, "A")...)
+			h.apply(EndpointType, true, resource(t, EndpointType, "A", 1))
+
+			stay := h.ads(t)
+			stay.subscribe(ClusterType)
+			stay.nextOf(ClusterType)
+
+			c := h.ads(t)
+			c.subscribe(ClusterType)
+			c.nextOf(ClusterType)
+			c.subscribe(EndpointType, "A")
+			c.nextOf(EndpointType)
+			if n := h.srv.StreamCount(); n != 2 {
+				t.Fatalf("%d streams, want 2", n)
+			}
+			if s := h.shards(EndpointType); len(s) != 1 || s[0].Streams != 1 {
+				t.Fatalf("EDS shards %+v, want one with 1 stream", s)
+			}
+
+			if how == "cancel" {
+				c.close()
+			} else if err := c.s.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the stream's shards released", func() bool {
+				cds := h.shards(ClusterType)
+				return h.srv.StreamCount() == 1 && len(h.shards(EndpointType)) == 0 &&
+					len(cds) == 1 && cds[0].Streams == 1
+			})
+			for _, ts := range h.class.Status() {
+				for _, s := range ts.Shards {
+					if s.Streams == 0 {
+						t.Fatalf("%s shard %s kept without streams", short(ts.TypeURL), s.Key)
+					}
+				}
+			}
+
+			// The remaining stream still gets pushes.
+			a2 := resource(t, ClusterType, "A", 2)
+			h.apply(ClusterType, false, a2)
+			wantResources(t, stay.nextOf(ClusterType), a2)
+		})
+	}
+}

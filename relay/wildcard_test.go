@@ -1,0 +1,243 @@
+package relay
+
+import (
+	"testing"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+func clusters(t *testing.T, v int, names ...string) []*shard.Resource {
+	out := make([]*shard.Resource, 0, len(names))
+	for _, n := range names {
+		out = append(out, resource(t, ClusterType, n, v))
+	}
+	return out
+}
+
+// Legacy (empty), explicit ("*") and mixed ("*" plus a name) wildcards all
+// get every cluster, and keep getting them.
+func TestWildcardForms(t *testing.T) {
+	h := newHarness(t)
+	abc := clusters(t, 1, "A", "B", "C")
+	h.apply(ClusterType, true, abc...)
+
+	forms := [][]string{nil, {"*"}, {"*", "A"}, {"*", "X"}}
+	cs := make([]*client, len(forms))
+	for i, names := range forms {
+		cs[i] = h.ads(t)
+		cs[i].subscribe(ClusterType, names...)
+		r := cs[i].nextOf(ClusterType)
+		wantResources(t, r, abc...)
+		cs[i].ack(r) // an ACK with empty names keeps the legacy wildcard
+		cs[i].fence()
+	}
+	d := resource(t, ClusterType, "D", 1)
+	h.apply(ClusterType, false, d)
+	for i := range cs {
+		wantResources(t, cs[i].nextOf(ClusterType), append(abc, d)...)
+	}
+	x := resource(t, ClusterType, "X", 1)
+	h.apply(ClusterType, false, x)
+	for i := range cs {
+		wantResources(t, cs[i].nextOf(ClusterType), append(abc, d, x)...)
+	}
+
+	// Legacy wildcard on a per-type service, type_url left empty.
+	l := resource(t, ListenerType, "L", 1)
+	h.apply(ListenerType, true, l)
+	lc := h.perType(t, ListenerType)
+	lc.send(&request{Node: h.node})
+	wantResources(t, lc.nextOf(ListenerType), l)
+}
+
+// Nothing is sent before the class has data for the type; then Cluster gets
+// its full state, even when that is empty.
+func TestFirstResponseWaitsForData(t *testing.T) {
+	h := newHarness(t)
+	c := h.ads(t)
+	c.subscribe(ClusterType)
+	c.fence()
+	h.apply(ClusterType, true)
+	r := c.nextOf(ClusterType)
+	wantResources(t, r)
+	c.ack(r)
+	a := resource(t, ClusterType, "A", 1)
+	h.apply(ClusterType, false, a)
+	wantResources(t, c.nextOf(ClusterType), a)
+}
+
+// The four-step SotW example of the spec ("How the client specifies what
+// resources to return"), on CDS.
+func TestSotWWildcardExample(t *testing.T) {
+	h := newHarness(t)
+	abc := clusters(t, 1, "A", "B", "C")
+	h.apply(ClusterType, true, abc...)
+	c := h.ads(t)
+
+	// 1. resource_names unset: wildcard.
+	c.subscribe(ClusterType)
+	r := c.nextOf(ClusterType)
+	wantResources(t, r, abc...)
+	c.ack(r)
+
+	// 2. ["*", "A"]: wildcard continues, A newly requested and resent.
+	c.subscribe(ClusterType, "*", "A")
+	r = c.nextOf(ClusterType)
+	wantResources(t, r, abc...)
+	c.ack(r)
+
+	// 3. ["A"]: the wildcard is gone; only A is of interest.
+	c.subscribe(ClusterType, "A")
+	c.fence()
+	h.apply(ClusterType, false, resource(t, ClusterType, "B", 2))
+	c.fence() // B's change is not pushed
+	a2 := resource(t, ClusterType, "A", 2)
+	h.apply(ClusterType, false, a2)
+	r = c.nextOf(ClusterType)
+	wantResources(t, r, a2) // full state of the subscription: A alone
+	c.ack(r)
+
+	// 4. unset again: unsubscribes from everything; not a wildcard any more.
+	c.subscribe(ClusterType)
+	c.fence()
+	h.apply(ClusterType, false, resource(t, ClusterType, "A", 3))
+	h.apply(ClusterType, true, clusters(t, 4, "A", "B", "C", "D")...)
+	h.apply(ClusterType, true)
+	c.fence()
+	expectNothing(t, c, quietWindow)
+	if ts := h.typeStatus(t, ClusterType); ts.Wildcard || len(ts.Names) != 0 {
+		t.Fatalf("after unsubscribing: wildcard=%v names=%v", ts.Wildcard, ts.Names)
+	}
+}
+
+// Listener and Cluster responses carry the full state: every subscribed
+// resource on any change, absence meaning deletion, empty meaning none.
+func TestFullState(t *testing.T) {
+	t.Run("CDS wildcard", func(t *testing.T) {
+		h := newHarness(t)
+		a, b, cc := resource(t, ClusterType, "A", 1), resource(t, ClusterType, "B", 1), resource(t, ClusterType, "C", 1)
+		h.apply(ClusterType, true, a, b, cc)
+		c := h.ads(t)
+		c.subscribe(ClusterType)
+		r := c.nextOf(ClusterType)
+		wantResources(t, r, a, b, cc)
+		c.ack(r)
+
+		b2 := resource(t, ClusterType, "B", 2)
+		h.apply(ClusterType, false, b2)
+		r = c.nextOf(ClusterType)
+		wantResources(t, r, a, b2, cc)
+		c.ack(r)
+
+		h.apply(ClusterType, true, a, b2) // C deleted
+		r = c.nextOf(ClusterType)
+		wantResources(t, r, a, b2)
+		c.ack(r)
+
+		h.apply(ClusterType, true) // all deleted
+		empty := c.nextOf(ClusterType)
+		wantResources(t, empty)
+		if empty.VersionInfo == r.VersionInfo {
+			t.Fatalf("empty state kept version %q", r.VersionInfo)
+		}
+		c.ack(empty)
+
+		h.apply(ClusterType, true, a)
+		wantResources(t, c.nextOf(ClusterType), a)
+	})
+	t.Run("LDS names", func(t *testing.T) {
+		h := newHarness(t)
+		l1, l2 := resource(t, ListenerType, "L1", 1), resource(t, ListenerType, "L2", 1)
+		h.apply(ListenerType, true, l1, l2, resource(t, ListenerType, "L3", 1))
+		c := h.perType(t, ListenerType)
+		c.subscribe(ListenerType, "L1", "L2")
+		r := c.nextOf(ListenerType)
+		wantResources(t, r, l1, l2)
+		c.ack(r)
+
+		l1b := resource(t, ListenerType, "L1", 2)
+		h.apply(ListenerType, false, l1b)
+		r = c.nextOf(ListenerType)
+		wantResources(t, r, l1b, l2)
+		c.ack(r)
+
+		h.apply(ListenerType, true, l1b, resource(t, ListenerType, "L3", 1)) // L2 deleted
+		r = c.nextOf(ListenerType)
+		wantResources(t, r, l1b)
+		c.ack(r)
+
+		h.apply(ListenerType, true, resource(t, ListenerType, "L3", 1)) // L1 deleted
+		wantResources(t, c.nextOf(ListenerType))
+	})
+}
+
+// A new stream whose wildcard CDS request carries the current version gets
+// nothing until the next change; with another version it gets the state; a
+// subscription naming resources is always answered.
+func TestReconnectSameVersion(t *testing.T) {
+	h := newHarness(t)
+	abc := clusters(t, 1, "A", "B", "C")
+	h.apply(ClusterType, true, abc...)
+	first := h.ads(t)
+	first.subscribe(ClusterType)
+	v := first.nextOf(ClusterType).VersionInfo
+
+	for _, names := range [][]string{nil, {"*"}} {
+		same := h.ads(t)
+		same.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: v, ResourceNames: names})
+		same.fence()
+		expectNothing(t, same, quietWindow)
+	}
+
+	other := h.ads(t)
+	other.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: "some-other-version"})
+	wantResources(t, other.nextOf(ClusterType), abc...)
+
+	named := h.ads(t)
+	named.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: v, ResourceNames: []string{"*", "A"}})
+	wantResources(t, named.nextOf(ClusterType), abc...)
+
+	// The quiet stream is subscribed all the same: a change reaches it.
+	same := h.ads(t)
+	same.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: v})
+	same.fence()
+	d := resource(t, ClusterType, "D", 1)
+	h.apply(ClusterType, false, d)
+	wantResources(t, same.nextOf(ClusterType), append(abc, d)...)
+}
+
+// A real reconnect: the client's only stream ends, then it comes back with
+// the version it holds. The class still holds A, B, C (nothing was deleted
+// upstream), so the relay must either stay quiet or send A, B, C; and a later
+// upstream change must be pushed on top of A, B, C.
+func TestReconnectAfterLastStreamClosed(t *testing.T) {
+	h := newHarness(t)
+	abc := clusters(t, 1, "A", "B", "C")
+	h.apply(ClusterType, true, abc...)
+	first := h.ads(t)
+	first.subscribe(ClusterType)
+	r := first.nextOf(ClusterType)
+	first.ack(r)
+	first.fence()
+	first.close()
+	eventually(t, "the first stream's shards released", func() bool { return len(h.shards(ClusterType)) == 0 })
+
+	again := h.ads(t)
+	again.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: r.VersionInfo})
+	eventually(t, "the new stream's shard", func() bool {
+		s := h.shards(ClusterType)
+		return len(s) == 1 && s[0].Streams == 1
+	})
+	d := resource(t, ClusterType, "D", 1)
+	h.apply(ClusterType, false, d) // barrier: the next push
+	got := again.nextOf(ClusterType)
+	if len(got.Resources) == 3 {
+		wantResources(t, got, abc...) // the state resent: allowed
+		got = again.nextOf(ClusterType)
+	}
+	if len(got.Resources) != 4 {
+		t.Fatalf("reconnected client got CDS %v (version %s), want [A B C] untouched and then [A B C D]: "+
+			"an incomplete full-state response deletes clusters on the client", names(t, got), got.VersionInfo)
+	}
+	wantResources(t, got, append(abc, d)...)
+}
