@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,8 @@ type FanoutConfig struct {
 	Clusters int
 	Timeout  time.Duration // for each phase (connect, update)
 	Log      func(format string, args ...any)
+	// RelayStderr receives the relay's log (nil: this process's stderr).
+	RelayStderr io.Writer
 }
 
 // FanoutResult is what one run measured. Durations are from the moment the
@@ -59,7 +62,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		}
 	}
 
-	relay, err := startRelay(ctx, cfg.RelayBin, cp.Addr, cfg.Timeout)
+	relay, err := startRelay(ctx, cfg.RelayBin, cp.Addr, cfg.Timeout, cfg.RelayStderr)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +170,10 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func startRelay(ctx context.Context, bin, upstream string, timeout time.Duration) (*relayProc, error) {
+func startRelay(ctx context.Context, bin, upstream string, timeout time.Duration, stderr io.Writer) (*relayProc, error) {
+	if stderr == nil {
+		stderr = os.Stderr
+	}
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -177,7 +183,7 @@ func startRelay(ctx context.Context, bin, upstream string, timeout time.Duration
 		return nil, err
 	}
 	cmd := exec.Command(bin, "--upstream", upstream, "--listen", addr, "--admin", admin)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package shard
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"go.uber.org/goleak"
@@ -250,5 +251,51 @@ func TestReRequestedWildcardWaitsForUpstream(t *testing.T) {
 	}
 	if got := w.take(); len(got) != 1 || got[0] != again {
 		t.Fatalf("notified %v, want only the wildcard shard", got)
+	}
+}
+
+// A full-state name the class does not hold is not answered from the table
+// before the upstream has been asked and answered, or the grace has passed.
+func TestPendingFullStateNames(t *testing.T) {
+	c, _ := newTestClass(t)
+	w := &recorder{}
+	first := c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
+	c.Requested(ClusterType, c.Interest(ClusterType))
+	c.Apply(ClusterType, []*Resource{res("x", "1")}, true)
+	if r := first.Current(); r == nil || !slices.Equal(r.Names, []string{"x"}) {
+		t.Fatalf("first = %+v", r)
+	}
+
+	// Answered: y arrives with the next response.
+	answered := c.Subscribe(ClusterType, NewSubscription([]string{"y"}, false), w)
+	if answered.Current() != nil {
+		t.Fatal("served y before the upstream was even asked")
+	}
+	c.Requested(ClusterType, c.Interest(ClusterType))
+	if answered.Current() != nil {
+		t.Fatal("served y before the upstream answered")
+	}
+	c.Apply(ClusterType, []*Resource{res("x", "1"), res("y", "1")}, true)
+	if r := answered.Current(); r == nil || !slices.Equal(r.Names, []string{"y"}) {
+		t.Fatalf("after the answer = %+v", r)
+	}
+
+	// Never answered (the upstream has nothing named z): served without z
+	// once the grace has passed, with one notification.
+	w.take()
+	silent := c.Subscribe(ClusterType, NewSubscription([]string{"z"}, false), w)
+	c.Requested(ClusterType, c.Interest(ClusterType))
+	deadline := time.Now().Add(PendingGrace + 5*time.Second)
+	for silent.Current() == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling the timer's effect
+	}
+	c.mu.Lock() // the notification is made under the class lock
+	got := w.take()
+	c.mu.Unlock()
+	if r := silent.Current(); r == nil || len(r.Names) != 0 {
+		t.Fatalf("after the grace = %+v, want an empty full-state response", r)
+	}
+	if len(got) != 1 || got[0] != silent {
+		t.Fatalf("notified %v, want the z shard once", got)
 	}
 }

@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer collects the relay's log for a failure report.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// Smoke run of the fan-out bench (small N, seconds) so the tool never rots:
+// the relay binary is built and measured as in a real run.
+func TestFanoutSmoke(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "xds-relay")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/xds-relay").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var relayLog syncBuffer
+	res, err := RunFanout(context.Background(), FanoutConfig{
+		RelayBin: bin, Clients: 40, Classes: 2, Clusters: 50, Timeout: 30 * time.Second,
+		Log: t.Logf, RelayStderr: &relayLog,
+	})
+	if err != nil {
+		t.Fatalf("%v\nrelay log:\n%s", err, relayLog.b.String())
+	}
+	if res.UpstreamStreams != 2 {
+		t.Errorf("upstream streams = %d, want one per class (2)", res.UpstreamStreams)
+	}
+	// Per class: the subscription and one ACK per version (v1, v2).
+	if res.UpstreamRequests != 2*3 {
+		t.Errorf("upstream requests = %d, want 6 whatever the number of clients", res.UpstreamRequests)
+	}
+	if res.Last < res.First || res.RelayRSSAfter <= 0 {
+		t.Errorf("implausible result %+v", res)
+	}
+}
