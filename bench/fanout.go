@@ -37,7 +37,8 @@ type FanoutResult struct {
 	P50              time.Duration `json:"p50_ns"`
 	P99              time.Duration `json:"p99_ns"`
 	Last             time.Duration `json:"last_ns"`
-	RelayCPU         time.Duration `json:"relay_cpu_ns"` // during the update
+	ResponseBytes    int           `json:"response_bytes"` // one client's update response
+	RelayCPU         time.Duration `json:"relay_cpu_ns"`   // during the update
 	RelayRSSIdle     int64         `json:"relay_rss_idle_bytes"`
 	RelayRSSAfter    int64         `json:"relay_rss_after_bytes"`
 	UpstreamStreams  int           `json:"upstream_streams"`
@@ -104,7 +105,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 			return nil, err
 		}
 	}
-	times, err := await(receipts, cfg.Clients, "v2", cfg.Clusters, cfg.Timeout)
+	got, err := await(receipts, cfg.Clients, "v2", cfg.Clusters, cfg.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("update: %w", err)
 	}
@@ -112,15 +113,16 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	lat := make([]time.Duration, len(times))
-	for i, t := range times {
-		lat[i] = t.Sub(start)
+	lat := make([]time.Duration, len(got))
+	for i, r := range got {
+		lat[i] = r.At.Sub(start)
 	}
 	slices.Sort(lat)
 	streams, requests := cp.Counts()
 	return &FanoutResult{
 		Clients: cfg.Clients, Classes: cfg.Classes, Clusters: cfg.Clusters,
-		First: lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
+		ResponseBytes: got[0].Bytes,
+		First:         lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
 		RelayCPU: after.CPU - idle.CPU, RelayRSSIdle: idle.RSS, RelayRSSAfter: after.RSS,
 		UpstreamStreams: streams, UpstreamRequests: requests,
 	}, nil
@@ -130,11 +132,11 @@ func className(k int) string { return "bench-class-" + strconv.Itoa(k) }
 
 // await collects exactly one receipt per client (the relay's versions are
 // content hashes, not the control plane's, so a phase's receipt is the first
-// one after the previous phase) and returns their arrival times. A second
-// receipt in one phase is an error: the relay must push once per change.
-func await(receipts <-chan Receipt, n int, phase string, resources int, timeout time.Duration) ([]time.Time, error) {
+// one after the previous phase). A second receipt in one phase is an error:
+// the relay must push once per change.
+func await(receipts <-chan Receipt, n int, phase string, resources int, timeout time.Duration) ([]Receipt, error) {
 	seen := make(map[int]bool, n)
-	out := make([]time.Time, 0, n)
+	out := make([]Receipt, 0, n)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for len(seen) < n {
@@ -147,7 +149,7 @@ func await(receipts <-chan Receipt, n int, phase string, resources int, timeout 
 				return nil, fmt.Errorf("client %d received %d resources, want %d", r.Client, r.Resources, resources)
 			}
 			seen[r.Client] = true
-			out = append(out, r.At)
+			out = append(out, r)
 		case <-deadline.C:
 			return nil, fmt.Errorf("phase %s: %d of %d clients received it within %v", phase, len(seen), n, timeout)
 		}

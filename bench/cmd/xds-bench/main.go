@@ -50,6 +50,7 @@ func main() {
 	fmt.Printf("clients=%d classes=%d clusters=%d\n", res.Clients, res.Classes, res.Clusters)
 	fmt.Printf("upstream-send → client-receive: first %v  p50 %v  p99 %v  last %v\n",
 		res.First.Round(time.Microsecond), res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Last.Round(time.Microsecond))
+	fmt.Printf("update response: %d bytes per client, %.1f MB in all\n", res.ResponseBytes, float64(res.ResponseBytes)*float64(res.Clients)/1e6)
 	fmt.Printf("relay CPU during the update: %v\n", res.RelayCPU)
 	fmt.Printf("relay RSS: %.1f MiB idle (all clients in sync), %.1f MiB after the update\n",
 		float64(res.RelayRSSIdle)/(1<<20), float64(res.RelayRSSAfter)/(1<<20))
