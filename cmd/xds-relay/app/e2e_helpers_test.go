@@ -93,6 +93,7 @@ type mgmtServer struct {
 	mu     sync.Mutex
 	opened int                    // ADS streams opened
 	nodes  map[int64]*corev3.Node // node of each stream's first request
+	nacks  int                    // requests with error_detail
 }
 
 // startMgmt starts a management server listening on addr ("127.0.0.1:0" for
@@ -135,6 +136,9 @@ func startMgmt(t *testing.T, addr string) *mgmtServer {
 			if _, ok := m.nodes[id]; !ok {
 				m.nodes[id] = proto.Clone(req.GetNode()).(*corev3.Node)
 			}
+			if req.GetErrorDetail() != nil {
+				m.nacks++
+			}
 			return nil
 		},
 	}
@@ -166,6 +170,13 @@ func (m *mgmtServer) Streams() (int, []*corev3.Node) {
 		nodes = append(nodes, m.nodes[id])
 	}
 	return m.opened, nodes
+}
+
+// NACKs returns how many requests carried error_detail.
+func (m *mgmtServer) NACKs() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nacks
 }
 
 // Set installs a snapshot for a node class.
