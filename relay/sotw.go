@@ -178,6 +178,11 @@ func (s *sotwStream) collect() []*wire.Stamped {
 		if !t.force && e.resp.Version == t.sentVersion {
 			continue
 		}
+		if len(e.resp.Names) == 0 && !shard.FullState(t.typeURL) {
+			// An empty response is a no-op for a SotW client of a type
+			// without full-state semantics (spec "Deleting Resources").
+			continue
+		}
 		s.nonce++
 		t.nonce = strconv.FormatUint(s.nonce, 36)
 		t.sentVersion, t.force = e.resp.Version, false

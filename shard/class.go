@@ -121,6 +121,7 @@ func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.table(typeURL)
+	t.authoritative = replace
 	changed := t.apply(update, replace)
 	changed = append(changed, t.resolvePending(time.Now(), false)...)
 	var shards map[*Shard]struct{}

@@ -3,29 +3,106 @@ package shard
 import (
 	"slices"
 	"sync/atomic"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // Resource is one resource as the upstream sent it: its name and its encoded
-// google.protobuf.Any, kept as bytes and never re-marshaled. Immutable.
+// google.protobuf.Any, kept as bytes and never re-marshaled. Immutable once
+// shared; create it by address (&Resource{...}).
 type Resource struct {
 	Name string
 	Any  []byte // encoded google.protobuf.Any
 	Hash uint64 // dedup.ResourceHash(Any)
+
+	entry atomic.Pointer[[]byte] // the delta entry, encoded on first use
 }
 
-// Response is one version of a shard's DiscoveryResponse, encoded once and
-// shared read-only by every stream of the shard. Immutable.
+// Version is the resource's version: its content hash, the same on every
+// relay that received the same bytes.
+func (r *Resource) Version() string { return dedup.Version(r.Hash) }
+
+// DeltaEntry is the resource as one resources entry of a
+// DeltaDiscoveryResponse, encoded once per resource version.
+func (r *Resource) DeltaEntry() []byte {
+	if p := r.entry.Load(); p != nil {
+		return *p
+	}
+	e := wire.DeltaEntry(r.Name, r.Version(), r.Any)
+	r.entry.Store(&e)
+	return e
+}
+
+// Response is one version of a shard's content, encoded once and shared
+// read-only by every stream of the shard. Immutable.
 type Response struct {
-	Version string
-	Sum     uint64   // content hash Version is rendered from
-	Body    []byte   // DiscoveryResponse without nonce (see wire.BodyBuilder)
-	Names   []string // names of the resources in Body, sorted
+	TypeURL   string
+	Version   string
+	Sum       uint64      // content hash Version is rendered from
+	Body      []byte      // SotW DiscoveryResponse without nonce (see wire.BodyBuilder)
+	Names     []string    // names of the resources, sorted
+	Resources []*Resource // the resources, in Names order
+	// AbsenceKnown: the source sends this type's complete state, so a name
+	// absent from Resources is known not to exist (delta clients are told).
+	AbsenceKnown bool
+
+	// The change from the shard's previous version (HasPrev), for delta
+	// streams that hold exactly that version.
+	HasPrev bool
+	PrevSum uint64
+	Changed []*Resource
+	Removed []string // only when AbsenceKnown
+
+	deltaBody atomic.Pointer[[]byte]
 }
 
 // Has reports whether the response carries the named resource.
 func (r *Response) Has(name string) bool {
 	_, ok := slices.BinarySearch(r.Names, name)
 	return ok
+}
+
+// Lookup returns the named resource, if the response carries it.
+func (r *Response) Lookup(name string) (*Resource, bool) {
+	if i, ok := slices.BinarySearch(r.Names, name); ok {
+		return r.Resources[i], true
+	}
+	return nil, false
+}
+
+// DeltaBody is the nonce-less DeltaDiscoveryResponse carrying the change from
+// the previous version (HasPrev must be true): built on first use, then
+// shared by every delta stream that held the previous version.
+func (r *Response) DeltaBody() []byte {
+	if p := r.deltaBody.Load(); p != nil {
+		return *p
+	}
+	b := EncodeDelta(r.TypeURL, r.Version, r.Changed, r.Removed)
+	r.deltaBody.Store(&b)
+	return b
+}
+
+// EncodeDelta builds a nonce-less DeltaDiscoveryResponse from resources'
+// shared entries and removed names.
+func EncodeDelta(typeURL, systemVersion string, changed []*Resource, removed []string) []byte {
+	size := 0
+	entries := make([][]byte, len(changed))
+	for i, res := range changed {
+		entries[i] = res.DeltaEntry()
+		size += len(entries[i])
+	}
+	for _, n := range removed {
+		size += len(n) + 4
+	}
+	db := wire.NewDeltaBodyBuilder(systemVersion, size)
+	for _, e := range entries {
+		db.AddEntry(e)
+	}
+	for _, n := range removed {
+		db.AddRemoved(n)
+	}
+	return db.Finish(typeURL)
 }
 
 // Watcher is told when a shard it subscribed to has a new response. It is

@@ -26,6 +26,9 @@ type table struct {
 	typeURL   string
 	fullState bool
 	received  bool // the upstream has answered for this type at least once
+	// authoritative: the source sends complete state for this type (Apply
+	// with replace), so absence means the resource does not exist.
+	authoritative bool
 
 	// What the upstream was last asked for, when the upstream reports it
 	// (see Class.Requested). Sources that always hold the complete state
@@ -270,9 +273,9 @@ func (t *table) rebuild(s *Shard) bool {
 	}
 	sum := h.Sum()
 	cur := s.current.Load()
-	if len(included) == 0 && !t.fullState {
-		// Without full-state semantics an empty response tells a SotW client
-		// nothing; keep quiet until a resource of the shard exists.
+	if len(included) == 0 && !t.fullState && !t.authoritative {
+		// Nothing to tell anyone: a SotW response would be a no-op, and with
+		// a merging source absence is not known to be deletion.
 		s.current.Store(nil)
 		return false
 	}
@@ -286,6 +289,38 @@ func (t *table) rebuild(s *Shard) bool {
 		bb.AddResource(r.Any)
 		outNames[i] = r.Name
 	}
-	s.current.Store(&Response{Version: version, Sum: sum, Body: bb.Finish(t.typeURL), Names: outNames})
+	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: bb.Finish(t.typeURL),
+		Names: outNames, Resources: included, AbsenceKnown: t.authoritative}
+	if cur != nil {
+		next.HasPrev, next.PrevSum = true, cur.Sum
+		next.Changed, next.Removed = diff(cur, next)
+	}
+	s.current.Store(next)
 	return true
+}
+
+// diff returns the resources of next that old lacks or has at another
+// version, and, when absence is known, the names of old that next lacks.
+// Both responses are sorted by name.
+func diff(old, next *Response) (changed []*Resource, removed []string) {
+	i, j := 0, 0
+	for i < len(old.Resources) || j < len(next.Resources) {
+		switch {
+		case j == len(next.Resources) || i < len(old.Resources) && old.Resources[i].Name < next.Resources[j].Name:
+			if next.AbsenceKnown {
+				removed = append(removed, old.Resources[i].Name)
+			}
+			i++
+		case i == len(old.Resources) || next.Resources[j].Name < old.Resources[i].Name:
+			changed = append(changed, next.Resources[j])
+			j++
+		default:
+			if old.Resources[i].Hash != next.Resources[j].Hash {
+				changed = append(changed, next.Resources[j])
+			}
+			i++
+			j++
+		}
+	}
+	return changed, removed
 }

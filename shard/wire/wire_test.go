@@ -141,3 +141,24 @@ func TestCodecStampedIsZeroCopy(t *testing.T) {
 		t.Fatalf("proto fallback: %v %v", &back, err)
 	}
 }
+
+func TestDeltaBodyDecodes(t *testing.T) {
+	a := mustAny(t, &clusterv3.Cluster{Name: "a"})
+	db := NewDeltaBodyBuilder("sys1", 0)
+	db.AddEntry(DeltaEntry("a", "va", a))
+	db.AddRemoved("gone")
+	body := append(db.Finish(clusterType), NonceSuffix("n7")...)
+	var got discoveryv3.DeltaDiscoveryResponse
+	if err := proto.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.GetSystemVersionInfo() != "sys1" || got.GetTypeUrl() != clusterType || got.GetNonce() != "n7" ||
+		len(got.GetRemovedResources()) != 1 || got.GetRemovedResources()[0] != "gone" || len(got.GetResources()) != 1 {
+		t.Fatalf("decoded %v", &got)
+	}
+	r := got.GetResources()[0]
+	var c clusterv3.Cluster
+	if r.GetName() != "a" || r.GetVersion() != "va" || r.GetResource().UnmarshalTo(&c) != nil || c.GetName() != "a" {
+		t.Fatalf("resource %v", r)
+	}
+}
