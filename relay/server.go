@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -48,8 +48,21 @@ type Server struct {
 	nextID atomic.Uint64
 
 	mu      sync.Mutex
-	streams map[*sotwStream]struct{} // guarded by mu
+	streams map[downstream]struct{} // guarded by mu
 }
+
+// downstream is a client stream of any variant, as the server tracks it.
+type downstream interface {
+	streamID() uint64
+	status() StreamStatus
+}
+
+func (b *streamBase) streamID() uint64 { return b.id }
+
+var (
+	_ downstream = (*sotwStream)(nil)
+	_ downstream = (*deltaStream)(nil)
+)
 
 // NewServer returns a server over registry.
 func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server {
@@ -58,7 +71,7 @@ func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server 
 		log:      log,
 		opts:     opts.withDefaults(),
 		nackLog:  newRateLimiter(time.Second, 20),
-		streams:  map[*sotwStream]struct{}{},
+		streams:  map[downstream]struct{}{},
 	}
 }
 
@@ -83,48 +96,51 @@ func unknownMethod(_ any, stream grpc.ServerStream) error {
 
 func (s *Server) serveSotW(t sotwTransport, fixedType, variant string) error {
 	st := &sotwStream{
-		id:        s.nextID.Add(1),
-		srv:       s,
-		transport: t,
-		fixedType: fixedType,
-		variant:   variant,
-		peer:      peerAddr(t.Context()),
-		started:   time.Now(),
-		wake:      dedup.NewSignal(),
-		types:     map[string]*typeSub{},
+		streamBase: newStreamBase(s, t.Context(), fixedType, variant),
+		transport:  t,
+		types:      map[string]*typeSub{},
 	}
+	return s.track(st, &st.streamBase, st.run)
+}
+
+// track registers a stream for status while run serves it. The stream
+// forgets itself when its reader has released its subscriptions.
+func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 	s.mu.Lock()
 	s.streams[st] = struct{}{}
 	s.mu.Unlock()
-	err := st.serve()
+	err := run()
 	if err != nil && status.Code(err) != codes.Canceled {
-		st.logger().Debug("stream ended", zap.Error(err))
+		b.logger().Debug("stream ended", zap.Error(err))
 	}
 	return err
 }
 
-func (s *Server) forget(st *sotwStream) {
+func (s *Server) forget(st downstream) {
 	s.mu.Lock()
 	delete(s.streams, st)
 	s.mu.Unlock()
 }
 
-func (s *Server) logNACK(st *sotwStream, typeURL, version, msg string) {
+func (s *Server) logNACK(logger func() *zap.Logger, typeURL, version, msg string) {
 	if s.nackLog.allow() {
-		st.logger().Warn("client rejected a response", zap.String("type_url", typeURL), zap.String("version", version), zap.String("error", msg))
+		logger().Warn("client rejected a response", zap.String("type_url", typeURL), zap.String("version", version), zap.String("error", msg))
 	}
 }
 
 // StreamStatus describes one downstream stream, for the admin endpoints.
 type StreamStatus struct {
-	ID      uint64       `json:"id"`
-	Variant string       `json:"variant"`
-	Peer    string       `json:"peer"`
-	Node    string       `json:"node,omitempty"`
-	Class   string       `json:"class,omitempty"`
-	Started time.Time    `json:"started"`
-	Bytes   int64        `json:"bytes_sent"`
-	Types   []TypeStatus `json:"types"`
+	ID      uint64    `json:"id"`
+	Variant string    `json:"variant"`
+	Peer    string    `json:"peer"`
+	Node    string    `json:"node,omitempty"`
+	Class   string    `json:"class,omitempty"`
+	Started time.Time `json:"started"`
+	Bytes   int64     `json:"bytes_sent"`
+	// Collapses counts the times the stream's queue overflowed and the
+	// client was moved straight to the latest state.
+	Collapses int          `json:"queue_collapses"`
+	Types     []TypeStatus `json:"types"`
 }
 
 // TypeStatus describes one type URL of a stream.
@@ -148,7 +164,7 @@ func (s *Server) Streams(limit int) []StreamStatus {
 	s.mu.Lock()
 	streams := slices.Collect(maps.Keys(s.streams))
 	s.mu.Unlock()
-	slices.SortFunc(streams, func(a, b *sotwStream) int { return int(a.id) - int(b.id) })
+	slices.SortFunc(streams, func(a, b downstream) int { return cmp.Compare(a.streamID(), b.streamID()) })
 	if limit > 0 && len(streams) > limit {
 		streams = streams[:limit]
 	}
@@ -166,21 +182,6 @@ func (s *Server) StreamCount() int {
 	return len(s.streams)
 }
 
-func (s *sotwStream) status() StreamStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := StreamStatus{ID: s.id, Variant: s.variant, Peer: s.peer, Started: s.started, Bytes: s.bytes}
-	if s.class != nil {
-		out.Node, out.Class = s.node.GetId(), s.class.Name
-	}
-	for _, typeURL := range slices.Sorted(maps.Keys(s.types)) {
-		t := s.types[typeURL]
-		ts := TypeStatus{TypeURL: typeURL, SentVersion: t.sentVersion, AckedVersion: t.ackedVersion, Nonce: t.nonce,
-			Pushes: t.pushes, ACKs: t.acks, NACKs: t.nacks, LastNACK: t.lastNACK, StaleNonces: t.staleNonces}
-		if t.shard != nil {
-			ts.Wildcard, ts.Names = t.shard.Sub.Wildcard, t.shard.Sub.Names
-		}
-		out.Types = append(out.Types, ts)
-	}
-	return out
+func sortTypes(ts []TypeStatus) {
+	slices.SortFunc(ts, func(a, b TypeStatus) int { return cmp.Compare(a.TypeURL, b.TypeURL) })
 }

@@ -22,14 +22,24 @@ const (
 	EndpointType    = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	SecretType      = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 	RuntimeType     = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
-	variantADS      = "sotw-ads"
-	variantPerType  = "sotw"
+	VirtualHostType = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
 )
 
-type sotwStreamServer = grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]
+// Stream variants, as reported in status.
+const (
+	variantADS        = "sotw-ads"
+	variantPerType    = "sotw"
+	variantDeltaADS   = "delta-ads"
+	variantDeltaPerTy = "delta"
+)
 
-// Register installs every v3 xDS service on g. Delta and Fetch methods answer
-// Unimplemented until the relay serves them.
+type (
+	sotwStreamServer  = grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]
+	deltaStreamServer = grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
+)
+
+// Register installs every v3 xDS service on g: SotW and delta, aggregated and
+// per type. Fetch (unary) methods answer Unimplemented.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, adsService{srv: s})
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, ldsService{srv: s})
@@ -39,6 +49,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	endpointservice.RegisterEndpointDiscoveryServiceServer(g, edsService{srv: s})
 	secretservice.RegisterSecretDiscoveryServiceServer(g, sdsService{srv: s})
 	runtimeservice.RegisterRuntimeDiscoveryServiceServer(g, rtdsService{srv: s})
+	routeservice.RegisterVirtualHostDiscoveryServiceServer(g, vhdsService{srv: s})
 }
 
 type adsService struct {
@@ -50,6 +61,10 @@ func (a adsService) StreamAggregatedResources(st sotwStreamServer) error {
 	return a.srv.serveSotW(st, "", variantADS)
 }
 
+func (a adsService) DeltaAggregatedResources(st deltaStreamServer) error {
+	return a.srv.serveDelta(st, "", variantDeltaADS)
+}
+
 type ldsService struct {
 	listenerservice.UnimplementedListenerDiscoveryServiceServer
 	srv *Server
@@ -57,6 +72,10 @@ type ldsService struct {
 
 func (x ldsService) StreamListeners(st sotwStreamServer) error {
 	return x.srv.serveSotW(st, ListenerType, variantPerType)
+}
+
+func (x ldsService) DeltaListeners(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, ListenerType, variantDeltaPerTy)
 }
 
 type rdsService struct {
@@ -68,6 +87,10 @@ func (x rdsService) StreamRoutes(st sotwStreamServer) error {
 	return x.srv.serveSotW(st, RouteType, variantPerType)
 }
 
+func (x rdsService) DeltaRoutes(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, RouteType, variantDeltaPerTy)
+}
+
 type srdsService struct {
 	routeservice.UnimplementedScopedRoutesDiscoveryServiceServer
 	srv *Server
@@ -75,6 +98,10 @@ type srdsService struct {
 
 func (x srdsService) StreamScopedRoutes(st sotwStreamServer) error {
 	return x.srv.serveSotW(st, ScopedRouteType, variantPerType)
+}
+
+func (x srdsService) DeltaScopedRoutes(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, ScopedRouteType, variantDeltaPerTy)
 }
 
 type cdsService struct {
@@ -86,6 +113,10 @@ func (x cdsService) StreamClusters(st sotwStreamServer) error {
 	return x.srv.serveSotW(st, ClusterType, variantPerType)
 }
 
+func (x cdsService) DeltaClusters(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, ClusterType, variantDeltaPerTy)
+}
+
 type edsService struct {
 	endpointservice.UnimplementedEndpointDiscoveryServiceServer
 	srv *Server
@@ -93,6 +124,10 @@ type edsService struct {
 
 func (x edsService) StreamEndpoints(st sotwStreamServer) error {
 	return x.srv.serveSotW(st, EndpointType, variantPerType)
+}
+
+func (x edsService) DeltaEndpoints(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, EndpointType, variantDeltaPerTy)
 }
 
 type sdsService struct {
@@ -104,6 +139,10 @@ func (x sdsService) StreamSecrets(st sotwStreamServer) error {
 	return x.srv.serveSotW(st, SecretType, variantPerType)
 }
 
+func (x sdsService) DeltaSecrets(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, SecretType, variantDeltaPerTy)
+}
+
 type rtdsService struct {
 	runtimeservice.UnimplementedRuntimeDiscoveryServiceServer
 	srv *Server
@@ -111,4 +150,17 @@ type rtdsService struct {
 
 func (x rtdsService) StreamRuntime(st sotwStreamServer) error {
 	return x.srv.serveSotW(st, RuntimeType, variantPerType)
+}
+
+func (x rtdsService) DeltaRuntime(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, RuntimeType, variantDeltaPerTy)
+}
+
+type vhdsService struct {
+	routeservice.UnimplementedVirtualHostDiscoveryServiceServer
+	srv *Server
+}
+
+func (x vhdsService) DeltaVirtualHosts(st deltaStreamServer) error {
+	return x.srv.serveDelta(st, VirtualHostType, variantDeltaPerTy)
 }

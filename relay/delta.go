@@ -1,0 +1,213 @@
+package relay
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// deltaTransport is what a delta stream needs of a gRPC stream.
+type deltaTransport interface {
+	Context() context.Context
+	Recv() (*discoveryv3.DeltaDiscoveryRequest, error)
+	SendMsg(any) error
+}
+
+var _ deltaTransport = (grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse])(nil)
+
+// deltaStream is one downstream incremental stream (delta ADS or per-type).
+// Whatever the upstream speaks, the client gets per-resource deltas: the
+// stream remembers which version of its shard the client holds and sends
+// only the difference.
+type deltaStream struct {
+	streamBase
+	transport deltaTransport
+
+	types map[string]*deltaSub     // guarded by mu
+	queue responseQueue[*deltaSub] // guarded by mu
+}
+
+var _ shard.Watcher = (*deltaStream)(nil)
+
+func (s *Server) serveDelta(t deltaTransport, fixedType, variant string) error {
+	st := &deltaStream{
+		streamBase: newStreamBase(s, t.Context(), fixedType, variant),
+		transport:  t,
+		types:      map[string]*deltaSub{},
+	}
+	return s.track(st, &st.streamBase, func() error {
+		return st.serve(t.Context(), st.readLoop, st.flush, st.release)
+	})
+}
+
+// ShardChanged implements shard.Watcher.
+func (s *deltaStream) ShardChanged(sh *shard.Shard) {
+	s.mu.Lock()
+	d := s.types[sh.TypeURL]
+	if d == nil || d.shard != sh {
+		s.mu.Unlock()
+		return
+	}
+	s.queue.push(d, sh, sh.Current())
+	s.mu.Unlock()
+	s.wake.Notify()
+}
+
+func (s *deltaStream) flush() error {
+	for {
+		batch := s.collect()
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := s.write(s.transport.SendMsg, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// collect turns each queued shard version into the delta the client lacks.
+func (s *deltaStream) collect() []*wire.Stamped {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*wire.Stamped
+	s.queue.drain(func(e queued[*deltaSub]) {
+		d := e.sub
+		if d.shard != e.shard {
+			return
+		}
+		body := d.advance(e.resp)
+		if body == nil {
+			return
+		}
+		m, nonce := s.stampLocked(body)
+		d.nonce = nonce
+		d.pushes++
+		out = append(out, m)
+	})
+	return out
+}
+
+func (s *deltaStream) readLoop() error {
+	for {
+		req, err := s.transport.Recv()
+		if err != nil {
+			return err
+		}
+		if err := s.handle(req); err != nil {
+			return err
+		}
+	}
+}
+
+// handle applies one request (reader goroutine only). Subscription changes
+// are honoured whatever the nonce (spec: the server must honor changes to the
+// subscription state even if the nonce is stale).
+func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
+	typeURL, err := s.requestType(req.GetTypeUrl())
+	if err != nil {
+		return err
+	}
+	if err := s.classify(req.GetNode()); err != nil {
+		return err
+	}
+	if err := s.checkNames("resource_names_subscribe", req.GetResourceNamesSubscribe()); err != nil {
+		return err
+	}
+	if err := s.checkNames("resource_names_unsubscribe", req.GetResourceNamesUnsubscribe()); err != nil {
+		return err
+	}
+
+	s.mu.Lock()
+	d := s.types[typeURL]
+	first := d == nil
+	if first {
+		if max := s.srv.opts.MaxTypesPerStream; len(s.types) >= max {
+			s.mu.Unlock()
+			return status.Errorf(codes.ResourceExhausted, "type_url: stream already subscribes to %d types, the limit", max)
+		}
+		d = newDeltaSub(typeURL)
+		s.types[typeURL] = d
+	}
+	if n := req.GetResponseNonce(); n != "" && n == d.nonce {
+		if e := req.GetErrorDetail(); e != nil {
+			// The client keeps what it had; the rejected versions are not
+			// re-sent, a later version of those resources is.
+			d.nacks++
+			d.lastNACK = e.GetMessage()
+			s.srv.logNACK(s.logger, typeURL, versionOf(d.base), e.GetMessage())
+		} else {
+			d.acks++
+		}
+	} else if n != "" {
+		d.staleNonces++
+	}
+	d.apply(first, req)
+	sub := d.subscription()
+	old := d.shard
+	changed := first || d.retell || (old == nil) != sub.Empty() || old != nil && !old.Sub.Equal(sub)
+	d.retell = false
+	s.mu.Unlock()
+	if !changed {
+		return nil
+	}
+
+	var next *shard.Shard
+	if !sub.Empty() {
+		if old != nil && old.Sub.Equal(sub) {
+			next = old
+		} else {
+			next = s.class.Subscribe(typeURL, sub, s)
+		}
+	}
+	s.mu.Lock()
+	d.shard = next
+	if next != nil {
+		s.queue.push(d, next, next.Current())
+	}
+	s.mu.Unlock()
+	if old != nil && old != next {
+		s.class.Unsubscribe(old, s)
+	}
+	s.wake.Notify()
+	return nil
+}
+
+// release drops every subscription (reader goroutine, at exit).
+func (s *deltaStream) release() {
+	s.mu.Lock()
+	var held []*shard.Shard
+	for _, d := range s.types {
+		if d.shard != nil {
+			held = append(held, d.shard)
+			d.shard = nil
+		}
+	}
+	s.mu.Unlock()
+	for _, sh := range held {
+		sh.Class.Unsubscribe(sh, s)
+	}
+	s.srv.forget(s)
+}
+
+func (s *deltaStream) status() StreamStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.statusLocked()
+	out.Collapses = s.queue.collapses
+	for _, d := range s.types {
+		ts := TypeStatus{TypeURL: d.typeURL, Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names)),
+			SentVersion: versionOf(d.base), Nonce: d.nonce, Pushes: d.pushes, ACKs: d.acks, NACKs: d.nacks,
+			LastNACK: d.lastNACK, StaleNonces: d.staleNonces}
+		out.Types = append(out.Types, ts)
+	}
+	sortTypes(out.Types)
+	return out
+}

@@ -1,0 +1,192 @@
+package relay
+
+import (
+	"maps"
+	"slices"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// Markers in deltaSub.over besides real versions.
+const (
+	holdNone = ""         // the client does not hold the resource
+	mustSend = "\x00send" // (re)subscribed: send it if it exists; report it removed if it is known not to
+	mustTell = "\x00tell" // send it if it exists, else report it removed (spec: unsubscribing a name also covered by the wildcard)
+)
+
+// deltaSub is a delta stream's state for one type URL. What the client holds
+// is base (a version of a shard, shared with every stream that holds it)
+// amended by over, which is empty for a client in sync: so a stream in sync
+// costs a pointer, however many resources it holds. Guarded by the stream's
+// mu; shard is written only by the stream's reader.
+type deltaSub struct {
+	typeURL  string
+	wildcard bool
+	names    map[string]struct{} // explicit subscriptions
+	shard    *shard.Shard        // nil when subscribed to nothing
+
+	base   *shard.Response   // what the client holds, nil before the first response
+	over   map[string]string // name -> version held, or a marker; overrides base
+	told   bool              // a response was sent for this type
+	retell bool              // the last request changed what must be told (reader only)
+
+	nonce                            string
+	acks, nacks, pushes, staleNonces int
+	lastNACK                         string
+}
+
+func newDeltaSub(typeURL string) *deltaSub {
+	return &deltaSub{typeURL: typeURL, names: map[string]struct{}{}, over: map[string]string{}}
+}
+
+func versionOf(r *shard.Response) string {
+	if r == nil {
+		return ""
+	}
+	return r.Version
+}
+
+// apply folds one request into the subscription (spec "Incremental xDS" and
+// "How the client specifies what resources to return").
+func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
+	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
+	if first && len(sub) == 0 && len(unsub) == 0 {
+		d.wildcard = true // legacy wildcard: the first request names nothing
+	}
+	for _, n := range sub {
+		if n == shard.Wildcard {
+			d.wildcard = true
+			continue
+		}
+		// Sent even if the client seems to hold it: it may have forgotten it.
+		d.names[n] = struct{}{}
+		d.over[n] = mustSend
+		d.retell = true
+	}
+	if first {
+		// Reconnect: what the client already holds is not sent again.
+		for n, v := range req.GetInitialResourceVersions() {
+			d.over[n] = v
+		}
+	}
+	for _, n := range unsub {
+		if n == shard.Wildcard {
+			if d.wildcard {
+				d.wildcard = false
+				d.forgetWildcardOnly()
+			}
+			continue
+		}
+		if _, ok := d.names[n]; !ok {
+			continue // a phantom unsubscription: nothing to do
+		}
+		delete(d.names, n)
+		if d.wildcard {
+			d.over[n] = mustTell
+			d.retell = true
+		} else {
+			d.over[n] = holdNone // the client drops it; no answer needed
+		}
+	}
+}
+
+// forgetWildcardOnly records that the client dropped what it held only
+// through the wildcard, so those names are not reported removed.
+func (d *deltaSub) forgetWildcardOnly() {
+	if d.base == nil {
+		return
+	}
+	for _, n := range d.base.Names {
+		if _, named := d.names[n]; !named {
+			d.over[n] = holdNone
+		}
+	}
+}
+
+func (d *deltaSub) subscription() shard.Subscription {
+	return shard.Subscription{Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names))}
+}
+
+// held is the version of name the client holds.
+func (d *deltaSub) held(name string) (string, bool) {
+	if v, ok := d.over[name]; ok {
+		return v, v != holdNone
+	}
+	if d.base != nil {
+		if r, ok := d.base.Lookup(name); ok {
+			return r.Version(), true
+		}
+	}
+	return "", false
+}
+
+// advance moves the client to shard version c and returns the nonce-less
+// response that does it, or nil when the client needs nothing. A client that
+// held c's previous version gets c's shared, once-encoded delta.
+func (d *deltaSub) advance(c *shard.Response) []byte {
+	if len(d.over) == 0 && d.base != nil {
+		if d.base.Sum == c.Sum {
+			return nil
+		}
+		if c.HasPrev && c.PrevSum == d.base.Sum {
+			d.base = c
+			if len(c.Changed) == 0 && len(c.Removed) == 0 {
+				return nil
+			}
+			d.told = true
+			return c.DeltaBody()
+		}
+	}
+	changed, removed, keep := d.diffTo(c)
+	// The first answer to a wildcard subscription is sent even when empty:
+	// it tells the client the (empty) state is complete.
+	mustAnswer := d.wildcard && !d.told
+	d.base, d.over = c, keep
+	if len(changed) == 0 && len(removed) == 0 && !mustAnswer {
+		return nil
+	}
+	d.told = true
+	return shard.EncodeDelta(d.typeURL, c.Version, changed, removed)
+}
+
+// diffTo computes what the client lacks of c and what it must drop, and the
+// overrides still unresolved after that.
+func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed []string, keep map[string]string) {
+	keep = map[string]string{}
+	for _, r := range c.Resources {
+		if v, ok := d.held(r.Name); !ok || v != r.Version() {
+			changed = append(changed, r)
+		}
+	}
+	for n, v := range d.over {
+		if c.Has(n) {
+			continue
+		}
+		switch v {
+		case holdNone:
+		case mustTell:
+			removed = append(removed, n)
+		case mustSend:
+			if c.AbsenceKnown {
+				removed = append(removed, n)
+			} else {
+				keep[n] = mustSend // unknown yet: tell when it appears or is known absent
+			}
+		default: // a version the client holds
+			if c.AbsenceKnown {
+				removed = append(removed, n)
+			}
+		}
+	}
+	if d.base != nil && c.AbsenceKnown {
+		for _, r := range d.base.Resources {
+			if _, overridden := d.over[r.Name]; !overridden && !c.Has(r.Name) {
+				removed = append(removed, r.Name)
+			}
+		}
+	}
+	slices.Sort(removed)
+	return changed, removed, keep
+}

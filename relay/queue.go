@@ -1,0 +1,73 @@
+package relay
+
+import "github.com/xds-relay/xds-relay/shard"
+
+// queued is a shard response captured when the shard changed, waiting for a
+// stream's writer; S is the stream's per-type state.
+type queued[S comparable] struct {
+	sub   S
+	shard *shard.Shard
+	resp  *shard.Response
+}
+
+// maxPending bounds a stream's queue. A client that keeps up never has more
+// than a few entries; one that falls this far behind is served the latest
+// state instead of every step (see collapse).
+const maxPending = 64
+
+// responseQueue is a stream's bounded queue of responses to write. It keeps
+// the class's update order across types (make-before-break on ADS): a
+// response supersedes a queued one only when it is of the same type and
+// nothing was queued after it, so every step the upstream ordered across
+// types reaches the client in that order. Guarded by the stream's mu.
+type responseQueue[S comparable] struct {
+	entries   []queued[S]
+	collapses int // times the queue overflowed
+}
+
+// push queues resp (nil: nothing to queue).
+func (q *responseQueue[S]) push(sub S, sh *shard.Shard, resp *shard.Response) {
+	if resp == nil {
+		return
+	}
+	e := queued[S]{sub: sub, shard: sh, resp: resp}
+	if n := len(q.entries); n > 0 && q.entries[n-1].sub == sub {
+		q.entries[n-1] = e
+		return
+	}
+	q.entries = append(q.entries, e)
+	if len(q.entries) > maxPending {
+		q.collapse()
+	}
+}
+
+// collapse reduces the queue of a client far behind to one entry per type:
+// each at the position of the type's first entry, with its latest response.
+// The client then jumps to the latest state; cross-type order is kept only
+// as far as first-queued order allows.
+func (q *responseQueue[S]) collapse() {
+	latest := map[S]queued[S]{}
+	var order []S
+	for _, e := range q.entries {
+		if _, ok := latest[e.sub]; !ok {
+			order = append(order, e.sub)
+		}
+		latest[e.sub] = e
+	}
+	clear(q.entries)
+	q.entries = q.entries[:0]
+	for _, s := range order {
+		q.entries = append(q.entries, latest[s])
+	}
+	q.collapses++
+}
+
+// drain calls f for each queued entry, in order, and empties the queue.
+// Called with the stream's mu held, like push.
+func (q *responseQueue[S]) drain(f func(queued[S])) {
+	for _, e := range q.entries {
+		f(e)
+	}
+	clear(q.entries)
+	q.entries = q.entries[:0]
+}

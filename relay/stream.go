@@ -1,0 +1,162 @@
+package relay
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// streamBase is what SotW and delta streams share: identity, the node and
+// its class, the writer's wake-up, nonces and the serve loop.
+type streamBase struct {
+	// Set at construction, read-only.
+	id        uint64
+	srv       *Server
+	fixedType string // per-type services: the only type URL; "" for ADS
+	variant   string
+	peer      string
+	started   time.Time
+	wake      dedup.Signal // writer wake-up: a response was queued
+
+	mu sync.Mutex
+	// Written once by the reader (first request) under mu; the reader reads
+	// them without mu, status readers with it.
+	node  *corev3.Node
+	class *shard.Class
+	nonce uint64 // guarded by mu
+	bytes int64  // guarded by mu
+}
+
+func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) streamBase {
+	return streamBase{
+		id:        srv.nextID.Add(1),
+		srv:       srv,
+		fixedType: fixedType,
+		variant:   variant,
+		peer:      peerAddr(ctx),
+		started:   time.Now(),
+		wake:      dedup.NewSignal(),
+	}
+}
+
+// serve runs a stream: the calling (gRPC handler) goroutine writes with
+// flush whenever woken, a reader goroutine runs read until it fails and then
+// release. The reader owns the stream's subscriptions; it exits once the
+// stream's context ends, which returning from the handler ensures.
+func (b *streamBase) serve(ctx context.Context, read func() error, flush func() error, release func()) error {
+	readErr := make(chan error, 1)
+	go func() {
+		defer release()
+		readErr <- read()
+	}()
+	for {
+		select {
+		case err := <-readErr:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-b.wake.C():
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// classify binds the stream to its node's class on the first request.
+func (b *streamBase) classify(node *corev3.Node) error {
+	if b.class != nil {
+		return nil
+	}
+	if node == nil {
+		return status.Error(codes.InvalidArgument, "node: the first request of a stream must carry the node")
+	}
+	class := b.srv.registry.ClassFor(node)
+	b.mu.Lock()
+	b.node, b.class = node, class
+	b.mu.Unlock()
+	return nil
+}
+
+// requestType returns a request's type URL, checking it against the service
+// the stream was opened on.
+func (b *streamBase) requestType(typeURL string) (string, error) {
+	switch {
+	case b.fixedType == "" && typeURL == "":
+		return "", status.Error(codes.InvalidArgument, "type_url: empty; every request on an aggregated stream must name its resource type")
+	case b.fixedType == "":
+		return typeURL, nil
+	case typeURL == "":
+		return b.fixedType, nil
+	case typeURL != b.fixedType:
+		return "", status.Errorf(codes.InvalidArgument, "type_url: %q on a stream of %q", typeURL, b.fixedType)
+	}
+	return typeURL, nil
+}
+
+// checkNames applies the per-request name checks to one list of names.
+func (b *streamBase) checkNames(field string, names []string) error {
+	for i, n := range names {
+		if n == "" {
+			return status.Errorf(codes.InvalidArgument, "%s[%d]: empty resource name", field, i)
+		}
+	}
+	if max := b.srv.opts.MaxResourceNames; len(names) > max {
+		return status.Errorf(codes.ResourceExhausted, "%s: %d names exceed the limit of %d", field, len(names), max)
+	}
+	return nil
+}
+
+// stampLocked assigns the next nonce and wraps body for the wire. Called
+// with mu held.
+func (b *streamBase) stampLocked(body []byte) (*wire.Stamped, string) {
+	b.nonce++
+	nonce := strconv.FormatUint(b.nonce, 36)
+	m := &wire.Stamped{Body: body, Suffix: wire.NonceSuffix(nonce)}
+	b.bytes += int64(m.Len())
+	return m, nonce
+}
+
+// write sends stamped messages in order (writer goroutine, no lock held).
+func (b *streamBase) write(send func(any) error, batch []*wire.Stamped) error {
+	for _, m := range batch {
+		if err := send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *streamBase) statusLocked() StreamStatus {
+	out := StreamStatus{ID: b.id, Variant: b.variant, Peer: b.peer, Started: b.started, Bytes: b.bytes}
+	if b.class != nil {
+		out.Node, out.Class = b.node.GetId(), b.class.Name
+	}
+	return out
+}
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+func (b *streamBase) logger() *zap.Logger {
+	l := b.srv.log.With(zap.Uint64("stream", b.id), zap.String("peer", b.peer))
+	if b.node != nil {
+		l = l.With(zap.String("node", b.node.GetId()))
+	}
+	return l
+}
