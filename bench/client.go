@@ -26,16 +26,17 @@ type Receipt struct {
 	At        time.Time
 }
 
-// Client is a raw SotW ADS client with a wildcard CDS subscription; it ACKs
-// every response and reports it.
+// Client is a raw ADS client (SotW or delta) with a wildcard CDS
+// subscription; it ACKs every response and reports it.
 type Client struct {
 	conn *grpc.ClientConn
 	done chan error
 }
 
 // StartClient connects client id of class to addr from the loopback source
-// address src (nil: any) and streams receipts until ctx ends.
-func StartClient(ctx context.Context, addr string, src net.IP, id int, class string, out chan<- Receipt) (*Client, error) {
+// address src (nil: any) and streams receipts until ctx ends. With delta, the
+// client speaks incremental ADS (a legacy wildcard CDS subscription).
+func StartClient(ctx context.Context, addr string, src net.IP, id int, class string, delta bool, out chan<- Receipt) (*Client, error) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if src != nil {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}
@@ -47,43 +48,76 @@ func StartClient(ctx context.Context, addr string, src net.IP, id int, class str
 	if err != nil {
 		return nil, err
 	}
+	c := &Client{conn: conn, done: make(chan error, 1)}
+	node := &corev3.Node{Id: fmt.Sprintf("bench-client-%d", id), Cluster: class}
+	ads := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
 	// Responses are read raw and only their envelope parsed: the bench
 	// measures the relay, not protobuf decoding in the clients.
-	stream, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx, grpc.ForceCodecV2(wire.NewCodec()))
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("client %d: %w", id, err)
-	}
-	node := &corev3.Node{Id: fmt.Sprintf("bench-client-%d", id), Cluster: class}
-	if err := stream.Send(&discoverygrpc.DiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	c := &Client{conn: conn, done: make(chan error, 1)}
-	go func() {
-		for {
-			var raw wire.Raw
-			if err := stream.RecvMsg(&raw); err != nil {
-				c.done <- err
-				return
+	raw := grpc.ForceCodecV2(wire.NewCodec())
+	var loop func() error
+	if delta {
+		stream, err := ads.DeltaAggregatedResources(ctx, raw)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("client %d: %w", id, err)
+		}
+		if err := stream.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		loop = func() error {
+			var m wire.Raw
+			if err := stream.RecvMsg(&m); err != nil {
+				return err
 			}
 			at := time.Now()
-			resp, err := wire.ParseResponse(raw.Bytes)
+			resp, err := wire.ParseDeltaResponse(m.Bytes)
 			if err != nil {
-				c.done <- err
-				return
+				return err
 			}
-			select {
-			case out <- Receipt{Client: id, Version: resp.VersionInfo, Resources: len(resp.Resources), Bytes: len(raw.Bytes), At: at}:
-			case <-ctx.Done():
+			c.report(ctx, out, Receipt{Client: id, Version: resp.SystemVersionInfo, Resources: len(resp.Resources), Bytes: len(m.Bytes), At: at})
+			return stream.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: resp.Nonce})
+		}
+	} else {
+		stream, err := ads.StreamAggregatedResources(ctx, raw)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("client %d: %w", id, err)
+		}
+		if err := stream.Send(&discoverygrpc.DiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		loop = func() error {
+			var m wire.Raw
+			if err := stream.RecvMsg(&m); err != nil {
+				return err
 			}
-			if err := stream.Send(&discoverygrpc.DiscoveryRequest{TypeUrl: ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}); err != nil {
+			at := time.Now()
+			resp, err := wire.ParseResponse(m.Bytes)
+			if err != nil {
+				return err
+			}
+			c.report(ctx, out, Receipt{Client: id, Version: resp.VersionInfo, Resources: len(resp.Resources), Bytes: len(m.Bytes), At: at})
+			return stream.Send(&discoverygrpc.DiscoveryRequest{TypeUrl: ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce})
+		}
+	}
+	go func() {
+		for {
+			if err := loop(); err != nil {
 				c.done <- err
 				return
 			}
 		}
 	}()
 	return c, nil
+}
+
+func (c *Client) report(ctx context.Context, out chan<- Receipt, r Receipt) {
+	select {
+	case out <- r:
+	case <-ctx.Done():
+	}
 }
 
 // Close closes the connection and waits for the receive loop to end.

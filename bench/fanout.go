@@ -21,6 +21,7 @@ type FanoutConfig struct {
 	Clients  int
 	Classes  int
 	Clusters int
+	Delta    bool          // clients speak incremental ADS
 	Timeout  time.Duration // for each phase (connect, update)
 	Log      func(format string, args ...any)
 	// RelayStderr receives the relay's log (nil: this process's stderr).
@@ -33,6 +34,7 @@ type FanoutResult struct {
 	Clients          int           `json:"clients"`
 	Classes          int           `json:"classes"`
 	Clusters         int           `json:"clusters"`
+	Delta            bool          `json:"delta"`
 	First            time.Duration `json:"first_ns"`
 	P50              time.Duration `json:"p50_ns"`
 	P99              time.Duration `json:"p99_ns"`
@@ -84,7 +86,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		// 127.0.0.0/8: spread clients over source addresses so N can exceed
 		// one address's ephemeral ports.
 		src := net.IPv4(127, 0, byte(1+i/20000), 1)
-		c, err := StartClient(ctx, relay.addr, src, i, className(i%cfg.Classes), receipts)
+		c, err := StartClient(ctx, relay.addr, src, i, className(i%cfg.Classes), cfg.Delta, receipts)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +107,13 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 			return nil, err
 		}
 	}
-	got, err := await(receipts, cfg.Clients, "v2", cfg.Clusters, cfg.Timeout)
+	// One cluster changed: SotW clients get the full state again, delta
+	// clients exactly the changed cluster.
+	want := cfg.Clusters
+	if cfg.Delta {
+		want = 1
+	}
+	got, err := await(receipts, cfg.Clients, "v2", want, cfg.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("update: %w", err)
 	}
@@ -120,7 +128,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	slices.Sort(lat)
 	streams, requests := cp.Counts()
 	return &FanoutResult{
-		Clients: cfg.Clients, Classes: cfg.Classes, Clusters: cfg.Clusters,
+		Clients: cfg.Clients, Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta,
 		ResponseBytes: got[0].Bytes,
 		First:         lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
 		RelayCPU: after.CPU - idle.CPU, RelayRSSIdle: idle.RSS, RelayRSSAfter: after.RSS,

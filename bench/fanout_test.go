@@ -29,13 +29,19 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 // Smoke run of the fan-out bench (small N, seconds) so the tool never rots:
 // the relay binary is built and measured as in a real run.
 func TestFanoutSmoke(t *testing.T) {
+	for _, delta := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) { fanoutSmoke(t, delta) })
+	}
+}
+
+func fanoutSmoke(t *testing.T, delta bool) {
 	bin := filepath.Join(t.TempDir(), "xds-relay")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/xds-relay").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	var relayLog syncBuffer
 	res, err := RunFanout(context.Background(), FanoutConfig{
-		RelayBin: bin, Clients: 40, Classes: 2, Clusters: 50, Timeout: 30 * time.Second,
+		RelayBin: bin, Clients: 40, Classes: 2, Clusters: 50, Delta: delta, Timeout: 30 * time.Second,
 		Log: t.Logf, RelayStderr: &relayLog,
 	})
 	if err != nil {
@@ -44,9 +50,11 @@ func TestFanoutSmoke(t *testing.T) {
 	if res.UpstreamStreams != 2 {
 		t.Errorf("upstream streams = %d, want one per class (2)", res.UpstreamStreams)
 	}
-	// Per class: the subscription and one ACK per version (v1, v2).
-	if res.UpstreamRequests != 2*3 {
-		t.Errorf("upstream requests = %d, want 6 whatever the number of clients", res.UpstreamRequests)
+	// Per class: the subscription and one ACK per version (v1, v2); the last
+	// ACK may not have reached the control plane's counter yet. Anything
+	// that grows with the 40 clients exceeds this.
+	if res.UpstreamRequests < 2*2 || res.UpstreamRequests > 2*3 {
+		t.Errorf("upstream requests = %d, want 4 to 6 whatever the number of clients", res.UpstreamRequests)
 	}
 	if res.Last < res.First || res.RelayRSSAfter <= 0 {
 		t.Errorf("implausible result %+v", res)

@@ -28,7 +28,7 @@ type deltaSub struct {
 	shard    *shard.Shard        // nil when subscribed to nothing
 
 	base   *shard.Response   // what the client holds, nil before the first response
-	over   map[string]string // name -> version held, or a marker; overrides base
+	over   map[string]string // name -> version held, or a marker; overrides base; nil when empty
 	told   bool              // a response was sent for this type
 	retell bool              // the last request changed what must be told (reader only)
 
@@ -38,7 +38,15 @@ type deltaSub struct {
 }
 
 func newDeltaSub(typeURL string) *deltaSub {
-	return &deltaSub{typeURL: typeURL, names: map[string]struct{}{}, over: map[string]string{}}
+	return &deltaSub{typeURL: typeURL, names: map[string]struct{}{}}
+}
+
+// mark sets what the client holds of name, overriding base.
+func (d *deltaSub) mark(name, v string) {
+	if d.over == nil {
+		d.over = map[string]string{}
+	}
+	d.over[name] = v
 }
 
 func versionOf(r *shard.Response) string {
@@ -62,13 +70,13 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 		}
 		// Sent even if the client seems to hold it: it may have forgotten it.
 		d.names[n] = struct{}{}
-		d.over[n] = mustSend
+		d.mark(n, mustSend)
 		d.retell = true
 	}
 	if first {
 		// Reconnect: what the client already holds is not sent again.
 		for n, v := range req.GetInitialResourceVersions() {
-			d.over[n] = v
+			d.mark(n, v)
 		}
 	}
 	for _, n := range unsub {
@@ -84,10 +92,10 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 		}
 		delete(d.names, n)
 		if d.wildcard {
-			d.over[n] = mustTell
+			d.mark(n, mustTell)
 			d.retell = true
 		} else {
-			d.over[n] = holdNone // the client drops it; no answer needed
+			d.mark(n, holdNone) // the client drops it; no answer needed
 		}
 	}
 }
@@ -100,7 +108,7 @@ func (d *deltaSub) forgetWildcardOnly() {
 	}
 	for _, n := range d.base.Names {
 		if _, named := d.names[n]; !named {
-			d.over[n] = holdNone
+			d.mark(n, holdNone)
 		}
 	}
 }
@@ -126,6 +134,15 @@ func (d *deltaSub) held(name string) (string, bool) {
 // response that does it, or nil when the client needs nothing. A client that
 // held c's previous version gets c's shared, once-encoded delta.
 func (d *deltaSub) advance(c *shard.Response) []byte {
+	if len(d.over) == 0 && d.base == nil {
+		// From nothing: every client starting here gets the same bytes.
+		d.base, d.over = c, nil
+		if len(c.Resources) == 0 && !d.wildcard {
+			return nil
+		}
+		d.told = true
+		return c.DeltaFullBody()
+	}
 	if len(d.over) == 0 && d.base != nil {
 		if d.base.Sum == c.Sum {
 			return nil
@@ -154,7 +171,6 @@ func (d *deltaSub) advance(c *shard.Response) []byte {
 // diffTo computes what the client lacks of c and what it must drop, and the
 // overrides still unresolved after that.
 func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed []string, keep map[string]string) {
-	keep = map[string]string{}
 	for _, r := range c.Resources {
 		if v, ok := d.held(r.Name); !ok || v != r.Version() {
 			changed = append(changed, r)
@@ -172,6 +188,9 @@ func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed
 			if c.AbsenceKnown {
 				removed = append(removed, n)
 			} else {
+				if keep == nil {
+					keep = map[string]string{}
+				}
 				keep[n] = mustSend // unknown yet: tell when it appears or is known absent
 			}
 		default: // a version the client holds

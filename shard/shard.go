@@ -55,6 +55,7 @@ type Response struct {
 	Removed []string // only when AbsenceKnown
 
 	deltaBody atomic.Pointer[[]byte]
+	deltaFull atomic.Pointer[[]byte]
 }
 
 // Has reports whether the response carries the named resource.
@@ -80,6 +81,18 @@ func (r *Response) DeltaBody() []byte {
 	}
 	b := EncodeDelta(r.TypeURL, r.Version, r.Changed, r.Removed)
 	r.deltaBody.Store(&b)
+	return b
+}
+
+// DeltaFullBody is the nonce-less DeltaDiscoveryResponse carrying every
+// resource of this version: built on first use, then shared by every delta
+// stream that starts from nothing (a reconnect storm encodes it once).
+func (r *Response) DeltaFullBody() []byte {
+	if p := r.deltaFull.Load(); p != nil {
+		return *p
+	}
+	b := EncodeDelta(r.TypeURL, r.Version, r.Resources, nil)
+	r.deltaFull.Store(&b)
 	return b
 }
 

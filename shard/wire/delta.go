@@ -64,3 +64,64 @@ func (d *DeltaBodyBuilder) Finish(typeURL string) []byte {
 	d.b = protowire.AppendString(d.b, typeURL)
 	return d.b
 }
+
+// RawDeltaResponse is a DeltaDiscoveryResponse with each resource kept as its
+// encoded envoy.service.discovery.v3.Resource. Slices alias the input.
+type RawDeltaResponse struct {
+	SystemVersionInfo string
+	TypeURL           string
+	Nonce             string
+	Resources         [][]byte // each an encoded Resource
+	Removed           []string
+}
+
+// ParseDeltaResponse splits an encoded DeltaDiscoveryResponse into its
+// envelope fields, raw resources and removed names.
+func ParseDeltaResponse(b []byte) (*RawDeltaResponse, error) {
+	r := &RawDeltaResponse{}
+	err := forEachBytesField(b, func(num protowire.Number, v []byte) {
+		switch num {
+		case deltaSystemVersion:
+			r.SystemVersionInfo = string(v)
+		case deltaResources:
+			r.Resources = append(r.Resources, v)
+		case deltaTypeURL:
+			r.TypeURL = string(v)
+		case respNonce:
+			r.Nonce = string(v)
+		case deltaRemoved:
+			r.Removed = append(r.Removed, string(v))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// forEachBytesField calls f for every length-delimited field of b and checks
+// that the rest is well-formed.
+func forEachBytesField(b []byte, f func(protowire.Number, []byte)) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			f(num, v)
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		b = b[m:]
+	}
+	return nil
+}

@@ -162,3 +162,18 @@ func TestDeltaBodyDecodes(t *testing.T) {
 		t.Fatalf("resource %v", r)
 	}
 }
+
+func TestParseDeltaResponse(t *testing.T) {
+	db := NewDeltaBodyBuilder("s", 0)
+	db.AddEntry(DeltaEntry("a", "v", mustAny(t, &clusterv3.Cluster{Name: "a"})))
+	db.AddRemoved("x")
+	db.AddRemoved("y")
+	got, err := ParseDeltaResponse(append(db.Finish(clusterType), NonceSuffix("n")...))
+	if err != nil || got.SystemVersionInfo != "s" || got.TypeURL != clusterType || got.Nonce != "n" ||
+		len(got.Resources) != 1 || len(got.Removed) != 2 || got.Removed[1] != "y" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if _, err := ParseDeltaResponse([]byte{0x0a, 0x05, 'x'}); err == nil {
+		t.Fatal("truncated delta response parsed")
+	}
+}

@@ -21,6 +21,7 @@ func main() {
 	clients := flag.Int("clients", 1000, "number of SotW ADS clients (wildcard CDS)")
 	classes := flag.Int("classes", 1, "number of node classes the clients are spread over")
 	clusters := flag.Int("clusters", 1000, "clusters in each class's CDS state")
+	delta := flag.Bool("delta", false, "clients speak incremental (delta) ADS instead of state of the world")
 	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
 	jsonOut := flag.String("json", "", "write the raw result as JSON to this file")
@@ -41,13 +42,17 @@ func main() {
 		}
 	}
 	res, err := bench.RunFanout(context.Background(), bench.FanoutConfig{
-		RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Timeout: *timeout,
+		RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Delta: *delta, Timeout: *timeout,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	})
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("clients=%d classes=%d clusters=%d\n", res.Clients, res.Classes, res.Clusters)
+	proto := "sotw"
+	if res.Delta {
+		proto = "delta"
+	}
+	fmt.Printf("clients=%d (%s) classes=%d clusters=%d\n", res.Clients, proto, res.Classes, res.Clusters)
 	fmt.Printf("upstream-send → client-receive: first %v  p50 %v  p99 %v  last %v\n",
 		res.First.Round(time.Microsecond), res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Last.Round(time.Microsecond))
 	fmt.Printf("update response: %d bytes per client, %.1f MB in all\n", res.ResponseBytes, float64(res.ResponseBytes)*float64(res.Clients)/1e6)
