@@ -80,8 +80,8 @@ func (s *deltaStream) collect() []*wire.Stamped {
 	var out []*wire.Stamped
 	s.queue.drain(func(e queued[*deltaSub]) {
 		d := e.sub
-		if d.shard != e.shard {
-			return
+		if d.shard != e.shard || d.switching {
+			return // a shard the client is leaving; the new one's state follows
 		}
 		body := d.advance(e.resp)
 		if body == nil {
@@ -154,6 +154,9 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	old := d.shard
 	changed := first || d.retell || (old == nil) != sub.Empty() || old != nil && !old.Sub.Equal(sub)
 	d.retell = false
+	// The request's marks already describe the new subscription: until its
+	// shard is installed, nothing of the old one may be diffed against them.
+	d.switching = changed
 	s.mu.Unlock()
 	if !changed {
 		return nil
@@ -168,7 +171,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 	}
 	s.mu.Lock()
-	d.shard = next
+	d.shard, d.switching = next, false
 	if next != nil {
 		s.queue.push(d, next, next.Current())
 	}

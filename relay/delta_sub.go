@@ -27,10 +27,11 @@ type deltaSub struct {
 	names    map[string]struct{} // explicit subscriptions
 	shard    *shard.Shard        // nil when subscribed to nothing
 
-	base   *shard.Response   // what the client holds, nil before the first response
-	over   map[string]string // name -> version held, or a marker; overrides base; nil when empty
-	told   bool              // a response was sent for this type
-	retell bool              // the last request changed what must be told (reader only)
+	base      *shard.Response   // what the client holds, nil before the first response
+	over      map[string]string // name -> version held, or a marker; overrides base; nil when empty
+	told      bool              // a response was sent for this type
+	retell    bool              // the last request changed what must be told (reader only)
+	switching bool              // between a request's marks and its shard's installation
 
 	nonce                            string
 	acks, nacks, pushes, staleNonces int
@@ -103,6 +104,11 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 // forgetWildcardOnly records that the client dropped what it held only
 // through the wildcard, so those names are not reported removed.
 func (d *deltaSub) forgetWildcardOnly() {
+	for n, v := range d.over {
+		if _, named := d.names[n]; !named && v != mustSend && v != mustTell {
+			d.over[n] = holdNone // e.g. declared in initial_resource_versions
+		}
+	}
 	if d.base == nil {
 		return
 	}

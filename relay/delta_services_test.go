@@ -1,0 +1,182 @@
+package relay
+
+import (
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// Every per-type delta service, VHDS included, serves its type.
+func TestDeltaPerTypeServices(t *testing.T) {
+	cases := []struct {
+		typeURL string
+		sub     []string // nil: legacy wildcard
+		want    proto.Message
+	}{
+		{ClusterType, nil, &clusterv3.Cluster{}},
+		{EndpointType, []string{"r"}, &endpointv3.ClusterLoadAssignment{}},
+		{ListenerType, []string{"*"}, &listenerv3.Listener{}},
+		{RouteType, []string{"r"}, &routev3.RouteConfiguration{}},
+		{ScopedRouteType, []string{"r"}, &routev3.ScopedRouteConfiguration{}},
+		{SecretType, []string{"r"}, &tlsv3.Secret{}},
+		{RuntimeType, []string{"r"}, &runtimev3.Runtime{}},
+		{VirtualHostType, []string{"r"}, &routev3.VirtualHost{}},
+	}
+	h := newHarness(t)
+	for _, tc := range cases {
+		t.Run(short(tc.typeURL), func(t *testing.T) {
+			c := h.deltaPerType(t, tc.typeURL)
+			c.subscribe(tc.typeURL, tc.sub...)
+			r1 := deltaResource(t, tc.typeURL, "r", 1)
+			h.apply(tc.typeURL, true, r1, deltaResource(t, tc.typeURL, "other", 1))
+			got := c.nextOf(tc.typeURL)
+			if tc.sub == nil || tc.sub[0] == "*" {
+				wantDelta(t, got, nil, r1, deltaResource(t, tc.typeURL, "other", 1))
+			} else {
+				wantDelta(t, got, nil, r1)
+			}
+			m, err := got.Resources[0].Resource.UnmarshalNew()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := tc.want.ProtoReflect().Descriptor().FullName(); m.ProtoReflect().Descriptor().FullName() != w {
+				t.Fatalf("resource is a %s, want %s", m.ProtoReflect().Descriptor().FullName(), w)
+			}
+			c.ack(got)
+
+			r2 := deltaResource(t, tc.typeURL, "r", 2)
+			h.apply(tc.typeURL, true, r2, deltaResource(t, tc.typeURL, "other", 1))
+			got = c.nextOf(tc.typeURL)
+			wantDelta(t, got, nil, r2)
+			// Later requests may leave type_url empty on a per-type stream.
+			c.send(&deltaRequest{ResponseNonce: got.Nonce})
+			r3 := deltaResource(t, tc.typeURL, "r", 3)
+			h.apply(tc.typeURL, true, r3, deltaResource(t, tc.typeURL, "other", 1))
+			wantDelta(t, c.nextOf(tc.typeURL), nil, r3)
+		})
+	}
+}
+
+// Two delta clients in sync on one wildcard get the same response for a
+// change, nonce aside, from the one shard they share.
+func TestDeltaSharedEncoding(t *testing.T) {
+	h := newHarness(t)
+	all := manyClusters(t, 20, 1, nil)
+	h.apply(ClusterType, true, all...)
+
+	a, b := h.deltaADS(t), h.deltaPerType(t, ClusterType)
+	b.node = &corev3.Node{Id: "node-2", Cluster: h.node.Cluster} // another node, same class
+	a.subscribe(ClusterType)
+	b.subscribe(ClusterType, "*")
+	ra, rb := a.nextOf(ClusterType), b.nextOf(ClusterType)
+	sameDeltaBody(t, ra, rb)
+	a.ack(ra)
+	b.ack(rb)
+	if s := h.shards(ClusterType); len(s) != 1 || s[0].Streams != 2 {
+		t.Fatalf("CDS shards %+v, want one with 2 streams", s)
+	}
+
+	for i, over := range []map[string]int{{"c003": 2}, {"c003": 2, "c011": 2, "c019": 3}} {
+		h.apply(ClusterType, true, manyClusters(t, 20, 1, over)...)
+		ra, rb := a.nextOf(ClusterType), b.nextOf(ClusterType)
+		if len(ra.Resources) != i+1 || len(ra.RemovedResources) != 0 {
+			t.Fatalf("change %d: %v sent, %v removed, want %d changed resources", i, deltaNames(ra), ra.RemovedResources, i+1)
+		}
+		sameDeltaBody(t, ra, rb)
+		a.ack(ra)
+		b.ack(rb)
+	}
+	h.apply(ClusterType, true, manyClusters(t, 19, 1, map[string]int{"c003": 2, "c011": 2})...) // c019 deleted
+	ra, rb = a.nextOf(ClusterType), b.nextOf(ClusterType)
+	wantDelta(t, ra, []string{"c019"})
+	sameDeltaBody(t, ra, rb)
+}
+
+func sameDeltaBody(t *testing.T, x, y *deltaResponse) {
+	t.Helper()
+	x, y = proto.Clone(x).(*deltaResponse), proto.Clone(y).(*deltaResponse)
+	x.Nonce, y.Nonce = "", ""
+	det := proto.MarshalOptions{Deterministic: true}
+	bx, err := det.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by, err := det.Marshal(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(x, y) || string(bx) != string(by) {
+		t.Fatalf("responses differ beyond the nonce:\n%v\n%v", x, y)
+	}
+}
+
+// A SotW and a delta client of the same class and subscription share a
+// shard, and each gets a change in its own form.
+func TestDeltaAndSotWShareShard(t *testing.T) {
+	h := newHarness(t)
+	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
+	h.apply(EndpointType, false, ep("A", 1), ep("B", 1), ep("C", 1))
+
+	s := h.ads(t)
+	s.subscribe(EndpointType, "A", "B")
+	wantResources(t, s.nextOf(EndpointType), ep("A", 1), ep("B", 1))
+	d := h.deltaADS(t)
+	d.subscribe(EndpointType, "B", "A")
+	wantDelta(t, d.nextOf(EndpointType), nil, ep("A", 1), ep("B", 1))
+	if sh := h.shards(EndpointType); len(sh) != 1 || sh[0].Streams != 2 {
+		t.Fatalf("EDS shards %+v, want one with 2 streams", sh)
+	}
+
+	h.apply(EndpointType, false, ep("A", 2))
+	wantResources(t, s.nextOf(EndpointType), ep("A", 2), ep("B", 1))
+	wantDelta(t, d.nextOf(EndpointType), nil, ep("A", 2))
+	h.apply(EndpointType, false, ep("C", 2)) // outside both subscriptions
+	h.apply(EndpointType, false, ep("B", 2))
+	wantResources(t, s.nextOf(EndpointType), ep("A", 2), ep("B", 2))
+	wantDelta(t, d.nextOf(EndpointType), nil, ep("B", 2))
+}
+
+// Malformed requests end the stream with InvalidArgument naming the field.
+func TestDeltaBadRequests(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name    string
+		service string // "" for ADS
+		reqs    []*deltaRequest
+		field   string
+	}{
+		{"no node", "", []*deltaRequest{{TypeUrl: ClusterType}}, "node"},
+		{"no node per-type", EndpointType, []*deltaRequest{{ResourceNamesSubscribe: []string{"A"}}}, "node"},
+		{"no node VHDS", VirtualHostType, []*deltaRequest{{ResourceNamesSubscribe: []string{"A"}}}, "node"},
+		{"ADS without type_url", "", []*deltaRequest{{Node: h.node}}, "type_url"},
+		{"ADS without type_url later", "", []*deltaRequest{{Node: h.node, TypeUrl: ClusterType}, {}}, "type_url"},
+		{"mismatched type_url", ClusterType, []*deltaRequest{{Node: h.node, TypeUrl: EndpointType}}, "type_url"},
+		{"empty name", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"A", ""}}}, "resource_names_subscribe[1]"},
+		{"empty name later", RouteType, []*deltaRequest{{Node: h.node, ResourceNamesSubscribe: []string{"A"}}, {ResourceNamesSubscribe: []string{""}}}, "resource_names_subscribe[0]"},
+		{"empty unsubscribe", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{""}}}, "resource_names_unsubscribe[0]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := h.openDeltaClient(t, h.conn, tc.service)
+			for _, r := range tc.reqs {
+				_ = c.s.Send(r) // a later send may already see the stream fail
+			}
+			err := c.recvError()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.field) {
+				t.Fatalf("got %v, want InvalidArgument naming %q", err, tc.field)
+			}
+		})
+	}
+}

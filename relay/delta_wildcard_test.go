@@ -1,0 +1,190 @@
+package relay
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// manyClusters returns n clusters c000... at version v, except those in
+// over, which are at the version given there.
+func manyClusters(t *testing.T, n, v int, over map[string]int) []*shard.Resource {
+	out := make([]*shard.Resource, 0, n)
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("c%03d", i)
+		ver := v
+		if o, ok := over[name]; ok {
+			ver = o
+		}
+		out = append(out, resource(t, ClusterType, name, ver))
+	}
+	return out
+}
+
+// A wildcard subscription (legacy empty first request, or "*") gets every
+// resource; then only what changes: one changed resource among 100 is sent
+// alone, a deleted one is reported removed, identical content sends nothing.
+func TestDeltaWildcard(t *testing.T) {
+	for _, form := range []struct {
+		name string
+		sub  []string
+	}{{"legacy", nil}, {"explicit", []string{"*"}}} {
+		t.Run(form.name, func(t *testing.T) {
+			h := newHarness(t)
+			all := manyClusters(t, 100, 1, nil)
+			h.apply(ClusterType, true, all...)
+
+			c := h.deltaADS(t)
+			c.subscribe(ClusterType, form.sub...)
+			r1 := c.nextOf(ClusterType)
+			wantDelta(t, r1, nil, all...)
+			c.ack(r1)
+			c.fence()
+
+			changed := manyClusters(t, 100, 1, map[string]int{"c042": 2})
+			h.apply(ClusterType, true, changed...)
+			r2 := c.nextOf(ClusterType)
+			wantDelta(t, r2, nil, changed[42])
+			if r2.SystemVersionInfo == r1.SystemVersionInfo {
+				t.Fatalf("system_version_info %q kept after a change", r2.SystemVersionInfo)
+			}
+			c.ack(r2)
+
+			deleted := slices.Delete(slices.Clone(changed), 7, 8) // c007
+			h.apply(ClusterType, true, deleted...)
+			r3 := c.nextOf(ClusterType)
+			wantDelta(t, r3, []string{"c007"})
+			c.ack(r3)
+
+			// The same bytes again, as fresh Resource values: nothing to send.
+			h.apply(ClusterType, true, slices.Delete(manyClusters(t, 100, 1, map[string]int{"c042": 2}), 7, 8)...)
+			c.fence()
+			c.expectNothing(quietWindow)
+		})
+	}
+}
+
+// The first answer to a wildcard subscription is sent even when there is
+// nothing (it tells the client its empty state is complete), but not before
+// the class has data for the type.
+func TestDeltaWildcardFirstResponseEmpty(t *testing.T) {
+	h := newHarness(t)
+	c := h.deltaADS(t)
+	c.subscribe(ListenerType)
+	c.fence()
+	h.apply(ListenerType, true)
+	r := c.nextOf(ListenerType)
+	wantDelta(t, r, nil)
+	c.ack(r)
+	l := resource(t, ListenerType, "L", 1)
+	h.apply(ListenerType, true, l)
+	wantDelta(t, c.nextOf(ListenerType), nil, l)
+}
+
+// The four-step incremental example of the spec ("How the client specifies
+// what resources to return"), on CDS.
+func TestDeltaSpecExample(t *testing.T) {
+	h := newHarness(t)
+	cl := func(name string, v int) *shard.Resource { return resource(t, ClusterType, name, v) }
+	h.apply(ClusterType, true, cl("A", 1), cl("B", 1), cl("C", 1))
+	c := h.deltaADS(t)
+
+	// 1. resource_names_subscribe unset: a subscription to "*".
+	c.subscribe(ClusterType)
+	r := c.nextOf(ClusterType)
+	wantDelta(t, r, nil, cl("A", 1), cl("B", 1), cl("C", 1))
+	c.ack(r)
+
+	// 2. Subscribe to A: the wildcard continues, A is added, and A is sent
+	// again although the client has it.
+	c.subscribe(ClusterType, "A")
+	r = c.nextOf(ClusterType)
+	wantDelta(t, r, nil, cl("A", 1))
+	c.ack(r)
+	if ts := h.typeStatus(t, ClusterType); !ts.Wildcard || !slices.Equal(ts.Names, []string{"A"}) {
+		t.Fatalf("after step 2: wildcard=%v names=%v, want true [A]", ts.Wildcard, ts.Names)
+	}
+	h.apply(ClusterType, true, cl("A", 1), cl("B", 2), cl("C", 1))
+	r = c.nextOf(ClusterType) // B still comes through the wildcard
+	wantDelta(t, r, nil, cl("B", 2))
+	c.ack(r)
+
+	// 3. Unsubscribe "*": A stays. Nothing is sent for the unsubscription
+	// (B and C are not reported removed), and only A is pushed afterwards.
+	c.unsubscribe(ClusterType, "*")
+	c.fence()
+	h.apply(ClusterType, true, cl("A", 1), cl("B", 3), cl("C", 1))
+	h.apply(ClusterType, true, cl("A", 1), cl("B", 3)) // C deleted
+	c.fence()
+	h.apply(ClusterType, true, cl("A", 2), cl("B", 3))
+	r = c.nextOf(ClusterType)
+	wantDelta(t, r, nil, cl("A", 2))
+	c.ack(r)
+	if ts := h.typeStatus(t, ClusterType); ts.Wildcard || !slices.Equal(ts.Names, []string{"A"}) {
+		t.Fatalf("after step 3: wildcard=%v names=%v, want false [A]", ts.Wildcard, ts.Names)
+	}
+
+	// 4. Unsubscribe A: subscribed to nothing, which is not a wildcard.
+	c.unsubscribe(ClusterType, "A")
+	c.fence()
+	h.apply(ClusterType, true, cl("A", 3), cl("B", 3), cl("D", 1))
+	c.fence()
+	if ts := h.typeStatus(t, ClusterType); ts.Wildcard || len(ts.Names) != 0 {
+		t.Fatalf("after step 4: wildcard=%v names=%v, want false []", ts.Wildcard, ts.Names)
+	}
+	if s := h.shards(ClusterType); len(s) != 0 {
+		t.Fatalf("CDS shards %+v after unsubscribing everything, want none", s)
+	}
+
+	// Subscribing again works as at first.
+	c.subscribe(ClusterType, "D")
+	wantDelta(t, c.nextOf(ClusterType), nil, cl("D", 1))
+	c.fence()
+}
+
+// The spec's exception to "unsubscribing needs no answer": a client with
+// the wildcard and an explicit name that unsubscribes the name must be told
+// whether the wildcard still covers it: the resource if it does, its removal
+// if it does not.
+func TestDeltaWildcardUnsubscribeException(t *testing.T) {
+	h := newHarness(t)
+	a1, b1 := resource(t, ClusterType, "A", 1), resource(t, ClusterType, "B", 1)
+	h.apply(ClusterType, true, a1, b1)
+	c := h.deltaADS(t)
+	c.subscribe(ClusterType, "*")
+	r := c.nextOf(ClusterType)
+	wantDelta(t, r, nil, a1, b1)
+	c.ack(r)
+
+	t.Run("covered", func(t *testing.T) {
+		c.subscribe(ClusterType, "A")
+		wantDelta(t, c.nextOf(ClusterType), nil, a1)
+		c.unsubscribe(ClusterType, "A")
+		r := c.nextOf(ClusterType)
+		wantDelta(t, r, nil, a1)
+		c.ack(r)
+		c.fence()
+		// Still covered by the wildcard: pushed.
+		a2 := resource(t, ClusterType, "A", 2)
+		h.apply(ClusterType, true, a2, b1)
+		wantDelta(t, c.nextOf(ClusterType), nil, a2)
+		a1 = a2
+	})
+
+	t.Run("not covered", func(t *testing.T) {
+		// X does not exist (the source is authoritative): told at once.
+		c.subscribe(ClusterType, "X")
+		wantDelta(t, c.nextOf(ClusterType), []string{"X"})
+		c.unsubscribe(ClusterType, "X")
+		r := c.nextOf(ClusterType)
+		wantDelta(t, r, []string{"X"})
+		c.ack(r)
+		c.fence()
+		// The wildcard still gets what appears, X included.
+		x := resource(t, ClusterType, "X", 1)
+		h.apply(ClusterType, true, a1, b1, x)
+		wantDelta(t, c.nextOf(ClusterType), nil, x)
+	})
+}
