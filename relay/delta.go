@@ -44,7 +44,10 @@ func (s *Server) serveDelta(t deltaTransport, fixedType, variant string) error {
 		types:      map[string]*deltaSub{},
 	}
 	return s.track(st, &st.streamBase, func() error {
-		return st.serve(t.Context(), st.readLoop, st.flush, st.release)
+		return st.serve(t.Context(),
+			func() error { return readLoop(t.Recv, st.handle) },
+			func() error { return flush(st.collect, t.SendMsg) },
+			func() { releaseAll(&st.streamBase, st.types, st, st) })
 	})
 }
 
@@ -59,18 +62,6 @@ func (s *deltaStream) ShardChanged(sh *shard.Shard) {
 	s.queue.push(d, sh, sh.Current())
 	s.mu.Unlock()
 	s.wake.Notify()
-}
-
-func (s *deltaStream) flush() error {
-	for {
-		batch := s.collect()
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := s.write(s.transport.SendMsg, batch); err != nil {
-			return err
-		}
-	}
 }
 
 // collect turns each queued shard version into the delta the client lacks.
@@ -93,18 +84,6 @@ func (s *deltaStream) collect() []*wire.Stamped {
 		out = append(out, m)
 	})
 	return out
-}
-
-func (s *deltaStream) readLoop() error {
-	for {
-		req, err := s.transport.Recv()
-		if err != nil {
-			return err
-		}
-		if err := s.handle(req); err != nil {
-			return err
-		}
-	}
 }
 
 // handle applies one request (reader goroutine only). Subscription changes
@@ -181,23 +160,6 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	}
 	s.wake.Notify()
 	return nil
-}
-
-// release drops every subscription (reader goroutine, at exit).
-func (s *deltaStream) release() {
-	s.mu.Lock()
-	var held []*shard.Shard
-	for _, d := range s.types {
-		if d.shard != nil {
-			held = append(held, d.shard)
-			d.shard = nil
-		}
-	}
-	s.mu.Unlock()
-	for _, sh := range held {
-		sh.Class.Unsubscribe(sh, s)
-	}
-	s.srv.forget(s)
 }
 
 func (s *deltaStream) status() StreamStatus {

@@ -215,3 +215,9 @@ func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed
 	slices.Sort(removed)
 	return changed, removed, keep
 }
+
+func (d *deltaSub) detach() *shard.Shard {
+	sh := d.shard
+	d.shard = nil
+	return sh
+}

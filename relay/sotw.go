@@ -34,7 +34,10 @@ type sotwStream struct {
 var _ shard.Watcher = (*sotwStream)(nil)
 
 func (s *sotwStream) run() error {
-	return s.serve(s.transport.Context(), s.readLoop, s.flush, s.release)
+	return s.serve(s.transport.Context(),
+		func() error { return readLoop(s.transport.Recv, s.handle) },
+		func() error { return flush(s.collect, s.transport.SendMsg) },
+		func() { releaseAll(&s.streamBase, s.types, s, s) })
 }
 
 // ShardChanged implements shard.Watcher: the shard has a new response. It is
@@ -50,19 +53,6 @@ func (s *sotwStream) ShardChanged(sh *shard.Shard) {
 	s.queue.push(t, sh, sh.Current())
 	s.mu.Unlock()
 	s.wake.Notify()
-}
-
-// flush writes the queued responses the client does not hold yet, in order.
-func (s *sotwStream) flush() error {
-	for {
-		batch := s.collect()
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := s.write(s.transport.SendMsg, batch); err != nil {
-			return err
-		}
-	}
 }
 
 // collect stamps a nonce on each queued response the client does not hold
@@ -90,18 +80,6 @@ func (s *sotwStream) collect() []*wire.Stamped {
 		out = append(out, m)
 	})
 	return out
-}
-
-func (s *sotwStream) readLoop() error {
-	for {
-		req, err := s.transport.Recv()
-		if err != nil {
-			return err
-		}
-		if err := s.handle(req); err != nil {
-			return err
-		}
-	}
 }
 
 // handle applies one request (reader goroutine only).
@@ -171,23 +149,6 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	}
 	s.wake.Notify()
 	return nil
-}
-
-// release drops every subscription (reader goroutine, at exit).
-func (s *sotwStream) release() {
-	s.mu.Lock()
-	var held []*shard.Shard
-	for _, t := range s.types {
-		if t.shard != nil {
-			held = append(held, t.shard)
-			t.shard = nil
-		}
-	}
-	s.mu.Unlock()
-	for _, sh := range held {
-		sh.Class.Unsubscribe(sh, s)
-	}
-	s.srv.forget(s)
 }
 
 func (s *sotwStream) status() StreamStatus {

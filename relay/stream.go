@@ -128,14 +128,58 @@ func (b *streamBase) stampLocked(body []byte) (*wire.Stamped, string) {
 	return m, nonce
 }
 
-// write sends stamped messages in order (writer goroutine, no lock held).
-func (b *streamBase) write(send func(any) error, batch []*wire.Stamped) error {
-	for _, m := range batch {
-		if err := send(m); err != nil {
+// flush writes what collect stamps, in order, until nothing is left
+// (writer goroutine; collect takes the lock, sending happens without it).
+func flush(collect func() []*wire.Stamped, send func(any) error) error {
+	for {
+		batch := collect()
+		if len(batch) == 0 {
+			return nil
+		}
+		for _, m := range batch {
+			if err := send(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readLoop hands each request to handle until either fails (reader
+// goroutine).
+func readLoop[Req any](recv func() (Req, error), handle func(Req) error) error {
+	for {
+		req, err := recv()
+		if err != nil {
+			return err
+		}
+		if err := handle(req); err != nil {
 			return err
 		}
 	}
-	return nil
+}
+
+// shardHolder is a stream's per-type state as far as releasing goes.
+type shardHolder interface {
+	// detach clears and returns the shard held (nil if none). Called with
+	// the stream's mu held.
+	detach() *shard.Shard
+}
+
+// releaseAll drops every subscription of a stream at its end (reader
+// goroutine) and forgets the stream.
+func releaseAll[S shardHolder](b *streamBase, types map[string]S, w shard.Watcher, st downstream) {
+	b.mu.Lock()
+	var held []*shard.Shard
+	for _, t := range types {
+		if sh := t.detach(); sh != nil {
+			held = append(held, sh)
+		}
+	}
+	b.mu.Unlock()
+	for _, sh := range held {
+		sh.Class.Unsubscribe(sh, w)
+	}
+	b.srv.forget(st)
 }
 
 func (b *streamBase) statusLocked() StreamStatus {

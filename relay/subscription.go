@@ -75,3 +75,9 @@ func (t *typeSub) updateSend(first bool, old *shard.Shard, clientVersion string)
 		}
 	}
 }
+
+func (t *typeSub) detach() *shard.Shard {
+	sh := t.shard
+	t.shard = nil
+	return sh
+}
