@@ -53,15 +53,7 @@ func (s *Server) serveDelta(t deltaTransport, fixedType, variant string) error {
 
 // ShardChanged implements shard.Watcher.
 func (s *deltaStream) ShardChanged(sh *shard.Shard) {
-	s.mu.Lock()
-	d := s.types[sh.TypeURL]
-	if d == nil || d.shard != sh {
-		s.mu.Unlock()
-		return
-	}
-	s.queue.push(d, sh, sh.Current())
-	s.mu.Unlock()
-	s.wake.Notify()
+	shardChanged(&s.streamBase, s.types, &s.queue, sh)
 }
 
 // collect turns each queued shard version into the delta the client lacks.

@@ -221,3 +221,5 @@ func (d *deltaSub) detach() *shard.Shard {
 	d.shard = nil
 	return sh
 }
+
+func (d *deltaSub) subscribed() *shard.Shard { return d.shard }

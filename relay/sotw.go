@@ -40,19 +40,9 @@ func (s *sotwStream) run() error {
 		func() { releaseAll(&s.streamBase, s.types, s, s) })
 }
 
-// ShardChanged implements shard.Watcher: the shard has a new response. It is
-// called right after the response is stored, under the class lock, so
-// Current is exactly this update's response.
+// ShardChanged implements shard.Watcher.
 func (s *sotwStream) ShardChanged(sh *shard.Shard) {
-	s.mu.Lock()
-	t := s.types[sh.TypeURL]
-	if t == nil || t.shard != sh {
-		s.mu.Unlock()
-		return // a shard this stream is leaving
-	}
-	s.queue.push(t, sh, sh.Current())
-	s.mu.Unlock()
-	s.wake.Notify()
+	shardChanged(&s.streamBase, s.types, &s.queue, sh)
 }
 
 // collect stamps a nonce on each queued response the client does not hold

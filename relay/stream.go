@@ -158,11 +158,29 @@ func readLoop[Req any](recv func() (Req, error), handle func(Req) error) error {
 	}
 }
 
-// shardHolder is a stream's per-type state as far as releasing goes.
+// shardHolder is a stream's per-type state as far as shards go.
 type shardHolder interface {
-	// detach clears and returns the shard held (nil if none). Called with
-	// the stream's mu held.
+	comparable
+	// subscribed returns the shard the type is subscribed to (nil if none).
+	subscribed() *shard.Shard
+	// detach clears and returns the shard held (nil if none).
 	detach() *shard.Shard
+}
+
+// shardChanged queues a shard's new response for the type subscribed to it
+// (shard.Watcher.ShardChanged of both stream kinds). It is called right after
+// the response is stored, under the class lock, so Current is exactly this
+// update's response.
+func shardChanged[S shardHolder](b *streamBase, types map[string]S, q *responseQueue[S], sh *shard.Shard) {
+	b.mu.Lock()
+	t, ok := types[sh.TypeURL]
+	if !ok || t.subscribed() != sh {
+		b.mu.Unlock()
+		return // a shard this stream is leaving
+	}
+	q.push(t, sh, sh.Current())
+	b.mu.Unlock()
+	b.wake.Notify()
 }
 
 // releaseAll drops every subscription of a stream at its end (reader

@@ -81,3 +81,5 @@ func (t *typeSub) detach() *shard.Shard {
 	t.shard = nil
 	return sh
 }
+
+func (t *typeSub) subscribed() *shard.Shard { return t.shard }
