@@ -61,6 +61,18 @@ func StartControlPlane() (*ControlPlane, error) {
 			cp.mu.Unlock()
 			return nil
 		},
+		DeltaStreamOpenFunc: func(context.Context, int64, string) error {
+			cp.mu.Lock()
+			cp.streams++
+			cp.mu.Unlock()
+			return nil
+		},
+		StreamDeltaRequestFunc: func(int64, *discoverygrpc.DeltaDiscoveryRequest) error {
+			cp.mu.Lock()
+			cp.requests++
+			cp.mu.Unlock()
+			return nil
+		},
 	}
 	srv := server.NewServer(ctx, cp.cache, cb)
 	cp.grpcSrv = grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))

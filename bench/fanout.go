@@ -21,9 +21,11 @@ type FanoutConfig struct {
 	Clients  int
 	Classes  int
 	Clusters int
-	Delta    bool          // clients speak incremental ADS
-	Timeout  time.Duration // for each phase (connect, update)
-	Log      func(format string, args ...any)
+	Delta    bool // clients speak incremental ADS
+	// UpstreamDelta makes the relay speak incremental ADS to the control plane.
+	UpstreamDelta bool
+	Timeout       time.Duration // for each phase (connect, update)
+	Log           func(format string, args ...any)
 	// RelayStderr receives the relay's log (nil: this process's stderr).
 	RelayStderr io.Writer
 }
@@ -65,7 +67,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		}
 	}
 
-	relay, err := startRelay(ctx, cfg.RelayBin, cp.Addr, cfg.Timeout, cfg.RelayStderr)
+	relay, err := startRelay(ctx, cfg.RelayBin, cp.Addr, cfg.UpstreamDelta, cfg.Timeout, cfg.RelayStderr)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +182,7 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func startRelay(ctx context.Context, bin, upstream string, timeout time.Duration, stderr io.Writer) (*relayProc, error) {
+func startRelay(ctx context.Context, bin, upstream string, upstreamDelta bool, timeout time.Duration, stderr io.Writer) (*relayProc, error) {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
@@ -192,7 +194,11 @@ func startRelay(ctx context.Context, bin, upstream string, timeout time.Duration
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--upstream", upstream, "--listen", addr, "--admin", admin)
+	args := []string{"--upstream", upstream, "--listen", addr, "--admin", admin}
+	if upstreamDelta {
+		args = append(args, "--upstream-protocol", "delta")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -29,19 +29,22 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 // Smoke run of the fan-out bench (small N, seconds) so the tool never rots:
 // the relay binary is built and measured as in a real run.
 func TestFanoutSmoke(t *testing.T) {
-	for _, delta := range []bool{false, true} {
-		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) { fanoutSmoke(t, delta) })
+	for _, tc := range []struct {
+		name                 string
+		delta, upstreamDelta bool
+	}{{"sotw", false, false}, {"delta", true, false}, {"delta-upstream-delta", true, true}, {"sotw-upstream-delta", false, true}} {
+		t.Run(tc.name, func(t *testing.T) { fanoutSmoke(t, tc.delta, tc.upstreamDelta) })
 	}
 }
 
-func fanoutSmoke(t *testing.T, delta bool) {
+func fanoutSmoke(t *testing.T, delta, upstreamDelta bool) {
 	bin := filepath.Join(t.TempDir(), "xds-relay")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/xds-relay").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	var relayLog syncBuffer
 	res, err := RunFanout(context.Background(), FanoutConfig{
-		RelayBin: bin, Clients: 40, Classes: 2, Clusters: 50, Delta: delta, Timeout: 30 * time.Second,
+		RelayBin: bin, Clients: 40, Classes: 2, Clusters: 50, Delta: delta, UpstreamDelta: upstreamDelta, Timeout: 30 * time.Second,
 		Log: t.Logf, RelayStderr: &relayLog,
 	})
 	if err != nil {

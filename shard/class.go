@@ -85,12 +85,15 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 // dropped: the upstream will not keep them current. Only upstreams that
 // subscribe by name call it; a source holding the complete state does not.
 //
-// Newly requested Listener/Cluster names the class does not hold stay
-// pending until the upstream answers, or PendingGrace has passed.
-func (c *Class) Requested(typeURL string, sub Subscription) {
+// Newly requested names the class does not hold stay pending until the
+// upstream answers, or PendingGrace has passed: for Listener and Cluster, and
+// for every type when the upstream is incremental (its answers are exact).
+func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if deadline := c.table(typeURL).setRequested(sub, time.Now()); !deadline.IsZero() {
+	t := c.table(typeURL)
+	t.incremental = incremental
+	if deadline := t.setRequested(sub, time.Now()); !deadline.IsZero() {
 		// The timer's goroutine only takes the class lock and returns.
 		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
 	}
@@ -118,11 +121,33 @@ func (c *Class) TypeURLs() []string {
 // merged. Shards whose content changed get a new encoded response and their
 // watchers are told, in shard then watcher order, before Apply returns.
 func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
+	c.install(typeURL, replace, func(t *table) []string { return t.apply(update, replace) })
+}
+
+// ApplyDelta installs an incremental upstream update of typeURL: updated
+// resources are merged and removed names deleted. An incremental upstream
+// reports deletions, so absence from the table is known to mean deletion.
+func (c *Class) ApplyDelta(typeURL string, updated []*Resource, removed []string) {
+	c.install(typeURL, true, func(t *table) []string {
+		changed := t.apply(updated, false)
+		for _, n := range removed {
+			if _, ok := t.resources[n]; ok {
+				delete(t.resources, n)
+				t.sorted = nil
+				changed = append(changed, n)
+			}
+		}
+		return changed
+	})
+}
+
+// install runs update on typeURL's table and rebuilds the shards it affects.
+func (c *Class) install(typeURL string, authoritative bool, update func(*table) []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.table(typeURL)
-	t.authoritative = replace
-	changed := t.apply(update, replace)
+	t.authoritative = authoritative
+	changed := update(t)
 	changed = append(changed, t.resolvePending(time.Now(), false)...)
 	var shards map[*Shard]struct{}
 	if !t.received || t.wildcardPending {

@@ -147,7 +147,7 @@ func TestInterestUnionAndPrune(t *testing.T) {
 	if st := c.Status(); st[0].Resources != 3 {
 		t.Fatalf("resource a dropped before the upstream was told: %d resources", st[0].Resources)
 	}
-	c.Requested(edsType, c.Interest(edsType))
+	c.Requested(edsType, c.Interest(edsType), false)
 	if st := c.Status(); st[0].Resources != 2 {
 		t.Fatalf("resource a nobody needs was kept: %d resources", st[0].Resources)
 	}
@@ -214,7 +214,7 @@ func TestReturningWildcardSubscriberGetsFullState(t *testing.T) {
 	c, _ := newTestClass(t)
 	w := &recorder{}
 	s := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
-	c.Requested(ClusterType, c.Interest(ClusterType))
+	c.Requested(ClusterType, c.Interest(ClusterType), false)
 	c.Apply(ClusterType, []*Resource{res("x", "1"), res("y", "1")}, true)
 	c.Unsubscribe(s, w)
 	// The upstream keeps its (legacy) wildcard: no Requested call.
@@ -231,15 +231,15 @@ func TestReRequestedWildcardWaitsForUpstream(t *testing.T) {
 	w := &recorder{}
 	all := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
 	one := c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
-	c.Requested(ClusterType, c.Interest(ClusterType))
+	c.Requested(ClusterType, c.Interest(ClusterType), false)
 	c.Apply(ClusterType, []*Resource{res("x", "1"), res("y", "1")}, true)
 	c.Unsubscribe(all, w)
-	c.Requested(ClusterType, c.Interest(ClusterType)) // explicit [x]: y dropped
+	c.Requested(ClusterType, c.Interest(ClusterType), false) // explicit [x]: y dropped
 	if got := one.Current().Names; !slices.Equal(got, []string{"x"}) {
 		t.Fatalf("explicit shard = %v", got)
 	}
 	again := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
-	c.Requested(ClusterType, c.Interest(ClusterType))
+	c.Requested(ClusterType, c.Interest(ClusterType), false)
 	if r := again.Current(); r != nil {
 		t.Fatalf("re-requested wildcard served %v before the upstream answered", r.Names)
 	}
@@ -260,7 +260,7 @@ func TestPendingFullStateNames(t *testing.T) {
 	c, _ := newTestClass(t)
 	w := &recorder{}
 	first := c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
-	c.Requested(ClusterType, c.Interest(ClusterType))
+	c.Requested(ClusterType, c.Interest(ClusterType), false)
 	c.Apply(ClusterType, []*Resource{res("x", "1")}, true)
 	if r := first.Current(); r == nil || !slices.Equal(r.Names, []string{"x"}) {
 		t.Fatalf("first = %+v", r)
@@ -271,7 +271,7 @@ func TestPendingFullStateNames(t *testing.T) {
 	if answered.Current() != nil {
 		t.Fatal("served y before the upstream was even asked")
 	}
-	c.Requested(ClusterType, c.Interest(ClusterType))
+	c.Requested(ClusterType, c.Interest(ClusterType), false)
 	if answered.Current() != nil {
 		t.Fatal("served y before the upstream answered")
 	}
@@ -284,7 +284,7 @@ func TestPendingFullStateNames(t *testing.T) {
 	// once the grace has passed, with one notification.
 	w.take()
 	silent := c.Subscribe(ClusterType, NewSubscription([]string{"z"}, false), w)
-	c.Requested(ClusterType, c.Interest(ClusterType))
+	c.Requested(ClusterType, c.Interest(ClusterType), false)
 	deadline := time.Now().Add(PendingGrace + 5*time.Second)
 	for silent.Current() == nil && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // polling the timer's effect

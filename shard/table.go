@@ -35,6 +35,7 @@ type table struct {
 	// never report, and nothing is pruned for them.
 	requested       Subscription
 	reported        bool // setRequested was called: requested is meaningful
+	incremental     bool // the upstream speaks delta: its answers name deletions
 	wildcardPending bool // wildcard requested again; the answer is not in yet
 	// pending: names of a full-state type newly wanted and not held, whose
 	// answer the upstream has not given yet, with the deadline after which
@@ -101,9 +102,10 @@ func (t *table) add(s *Shard) (interestChanged bool) {
 }
 
 // markPending records a newly wanted name whose state only the upstream can
-// tell: full-state types, with an upstream that subscribes by name.
+// tell, with an upstream that subscribes by name: for full-state types, or
+// any type when the upstream is incremental.
 func (t *table) markPending(name string) {
-	if !t.fullState || !t.reported || t.requested.Wildcard || t.requested.Has(name) {
+	if !(t.fullState || t.incremental) || !t.reported || t.requested.Wildcard || t.requested.Has(name) {
 		return
 	}
 	if _, held := t.resources[name]; !held {

@@ -28,6 +28,9 @@ type Config struct {
 	RelayID string
 	// Backoff paces reconnection. Zero means DefaultBackoff.
 	Backoff Backoff
+	// Delta selects the incremental protocol (DeltaAggregatedResources)
+	// instead of state of the world.
+	Delta bool
 	// DialOptions are added to the defaults (plaintext, keepalive).
 	DialOptions []grpc.DialOption
 }
@@ -99,6 +102,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		wake:   dedup.NewSignal(),
 		bo:     c.cfg.Backoff,
 		valid:  newValidator(),
+		delta:  c.cfg.Delta,
 		status: StreamStatus{Class: class.Name, State: StateConnecting, Versions: map[string]string{}},
 	}
 	c.mu.Lock()

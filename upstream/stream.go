@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -11,16 +10,32 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap"
-	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
-const adsMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
+const (
+	adsMethod      = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
+	deltaADSMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
+)
+
+// protocolSession is one upstream stream's protocol: SotW or delta. The
+// class stream's session loop owns it and calls it from one goroutine.
+type protocolSession interface {
+	// syncInterest subscribes to what the class needs, per type URL.
+	syncInterest() error
+	// handle validates and installs one response and answers it; ok is
+	// false for a rejected response, err a broken stream.
+	handle(b []byte) (ok bool, err error)
+	// nackDue is signalled when deferred NACKs are due (nil: never).
+	nackDue() <-chan struct{}
+	sendDueNACKs() error
+	// close releases timers.
+	close()
+}
 
 // Stream states reported by Status.
 const (
@@ -53,25 +68,16 @@ type classStream struct {
 	wake  dedup.Signal // the class's interest changed
 	bo    Backoff
 	valid *validator
+	delta bool // speak incremental ADS upstream
 
-	// versions survive reconnects: the last ACKed version per type URL.
-	versions map[string]string
+	// Survive reconnects: the last ACKed version per type URL (SotW), and
+	// the version of each resource held per type URL (delta, sent back as
+	// initial_resource_versions).
+	versions      map[string]string
+	deltaVersions map[string]map[string]string
 
 	statusMu sync.Mutex
 	status   StreamStatus // guarded by statusMu
-}
-
-// typeState is what one session sent for a type URL.
-type typeState struct {
-	sub      shard.Subscription
-	explicit bool   // a non-empty resource_names was sent: legacy wildcard is gone
-	nonce    string // the latest nonce received
-
-	rejected string      // version of the last NACKed response
-	repeats  int         // consecutive re-sends of the rejected version
-	deferred *time.Timer // a NACK waiting to be sent; nil if none
-	nackAt   time.Time   // when the deferred NACK is due
-	nack     *status.Status
 }
 
 func (s *classStream) snapshot() StreamStatus {
@@ -93,6 +99,7 @@ func (s *classStream) setStatus(f func(*StreamStatus)) {
 // tenth consecutive attempt, so a long outage does not flood the log.
 func (s *classStream) run(ctx context.Context) {
 	s.versions = map[string]string{}
+	s.deltaVersions = map[string]map[string]string{}
 	defer s.setStatus(func(st *StreamStatus) { st.State = StateStopped })
 	failures := 0
 	for {
@@ -146,8 +153,11 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 	defer cancel()
 
 	s.setStatus(func(st *StreamStatus) { st.State = StateConnecting })
-	desc := &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[0]
-	st, err := s.conn.NewStream(ctx, desc, adsMethod, grpc.ForceCodecV2(wire.NewCodec()), grpc.WaitForReady(true))
+	desc, method := &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[0], adsMethod
+	if s.delta {
+		desc, method = &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[1], deltaADSMethod
+	}
+	st, err := s.conn.NewStream(ctx, desc, method, grpc.ForceCodecV2(wire.NewCodec()), grpc.WaitForReady(true))
 	if err != nil {
 		return false, fmt.Errorf("open stream: %w", err)
 	}
@@ -172,8 +182,13 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 		}
 	}()
 
-	sess := &session{classStream: s, stream: st, types: map[string]*typeState{}, first: true, nackDue: dedup.NewSignal()}
-	defer sess.stopTimers()
+	var sess protocolSession
+	if s.delta {
+		sess = newDeltaSession(s, st)
+	} else {
+		sess = newSotwSession(s, st)
+	}
+	defer sess.close()
 	if err := sess.syncInterest(); err != nil {
 		return false, err
 	}
@@ -187,7 +202,7 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 			if err := sess.syncInterest(); err != nil {
 				return healthy, err
 			}
-		case <-sess.nackDue.C():
+		case <-sess.nackDue():
 			if err := sess.sendDueNACKs(); err != nil {
 				return healthy, err
 			}
@@ -201,167 +216,5 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 			}
 			healthy = healthy || ok
 		}
-	}
-}
-
-// session is the per-stream state of one upstream stream.
-type session struct {
-	*classStream
-	stream grpc.ClientStream
-	types  map[string]*typeState
-	first  bool // the next request is the stream's first and carries the node
-	// nackDue is signalled by a deferred NACK's timer (see nack).
-	nackDue dedup.Signal
-}
-
-// syncInterest sends a request for every type whose union interest differs
-// from what this stream last asked for.
-func (ss *session) syncInterest() error {
-	for _, typeURL := range ss.class.TypeURLs() {
-		want := ss.class.Interest(typeURL)
-		ts := ss.types[typeURL]
-		if ts == nil {
-			if want.Empty() {
-				continue
-			}
-			ts = &typeState{}
-			ss.types[typeURL] = ts
-		} else if ts.sub.Equal(want) {
-			continue
-		} else if want.Empty() && !ts.explicit {
-			// Only a legacy wildcard was ever sent: an empty request would
-			// still mean "everything", so keep the subscription (and the data
-			// warm) until the stream restarts.
-			continue
-		}
-		if err := ss.send(typeURL, ts, want, "", nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// send writes one request for typeURL subscribing to want, carrying the last
-// ACKed version and, for an ACK or NACK, the response's nonce.
-func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, nonce string, nack *status.Status) error {
-	req := &discoverygrpc.DiscoveryRequest{
-		TypeUrl:       typeURL,
-		VersionInfo:   ss.versions[typeURL],
-		ResponseNonce: ts.nonce,
-		ErrorDetail:   nack,
-	}
-	if nonce != "" {
-		req.ResponseNonce = nonce
-	}
-	switch {
-	case want.Wildcard && len(want.Names) == 0 && !ts.explicit:
-		// Legacy wildcard: understood by every control plane.
-	case want.Wildcard:
-		req.ResourceNames = append([]string{shard.Wildcard}, want.Names...)
-	default:
-		req.ResourceNames = want.Names
-	}
-	if len(req.ResourceNames) > 0 {
-		ts.explicit = true
-	}
-	if ss.first {
-		req.Node = ss.node
-		ss.first = false
-	}
-	ts.sub = want
-	ss.class.Requested(typeURL, want)
-	if err := ss.stream.SendMsg(req); err != nil {
-		return fmt.Errorf("send %s request: %w", typeURL, err)
-	}
-	return nil
-}
-
-// handle validates and installs one response, then ACKs or NACKs it. ok is
-// false for a NACKed response; err is a broken stream.
-func (ss *session) handle(b []byte) (ok bool, err error) {
-	resp, err := wire.ParseResponse(b)
-	if err != nil {
-		return false, fmt.Errorf("undecodable response: %w", err)
-	}
-	ss.setStatus(func(st *StreamStatus) { st.Responses++ })
-	ts := ss.types[resp.TypeURL]
-	if ts == nil {
-		// Not subscribed on this stream. Any request for the type, even a
-		// NACK, would subscribe to it, so drop the response unanswered.
-		ss.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
-		return false, nil
-	}
-	ts.nonce = resp.Nonce
-	ss.cancelDeferred(ts) // a newer response supersedes a NACK still waiting
-	replace := shard.FullState(resp.TypeURL)
-	resources, verr := ss.valid.resources(resp.TypeURL, resp.Resources, replace)
-	if verr != nil {
-		return false, ss.nack(resp, ts, verr)
-	}
-	ss.class.Apply(resp.TypeURL, resources, replace)
-	ss.versions[resp.TypeURL] = resp.VersionInfo
-	ts.rejected, ts.repeats = "", 0
-	ss.setStatus(func(st *StreamStatus) {
-		st.ACKs++
-		st.Versions[resp.TypeURL] = resp.VersionInfo
-	})
-	return true, ss.send(resp.TypeURL, ts, ss.class.Interest(resp.TypeURL), resp.Nonce, nil)
-}
-
-// nack rejects a response. Some control planes (go-control-plane among
-// them) answer a NACK by re-sending the same version at once; answering each
-// re-send at once would loop at network speed. So a re-send of the version
-// just rejected is NACKed after a backoff delay, and logged at debug only.
-func (ss *session) nack(resp *wire.RawResponse, ts *typeState, cause error) error {
-	var rej *RejectError
-	if !errors.As(cause, &rej) {
-		return cause
-	}
-	ss.setStatus(func(st *StreamStatus) {
-		st.NACKs++
-		st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.VersionInfo, rej.Reason)
-	})
-	detail := &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}
-	if resp.VersionInfo != "" && resp.VersionInfo == ts.rejected {
-		delay := ss.bo.Delay(ts.repeats)
-		ts.repeats++
-		ss.log.Debug("upstream re-sent a rejected version; delaying the NACK", zap.String("type_url", resp.TypeURL),
-			zap.String("version", resp.VersionInfo), zap.Int("repeats", ts.repeats), zap.Duration("delay", delay))
-		ts.nack, ts.nackAt = detail, time.Now().Add(delay)
-		ts.deferred = time.AfterFunc(delay, ss.nackDue.Notify)
-		return nil
-	}
-	ts.rejected, ts.repeats = resp.VersionInfo, 0
-	ss.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.VersionInfo), zap.String("reason", rej.Reason))
-	return ss.send(resp.TypeURL, ts, ss.class.Interest(resp.TypeURL), resp.Nonce, detail)
-}
-
-// sendDueNACKs sends the deferred NACKs whose timers fired.
-func (ss *session) sendDueNACKs() error {
-	now := time.Now()
-	for typeURL, ts := range ss.types {
-		if ts.deferred == nil || now.Before(ts.nackAt) {
-			continue // none, or another type's timer fired
-		}
-		ts.deferred = nil
-		nack := ts.nack
-		ts.nack = nil
-		if err := ss.send(typeURL, ts, ss.class.Interest(typeURL), ts.nonce, nack); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (ss *session) cancelDeferred(ts *typeState) {
-	if ts.deferred != nil {
-		ts.deferred.Stop()
-		ts.deferred, ts.nack = nil, nil
-	}
-}
-
-func (ss *session) stopTimers() {
-	for _, ts := range ss.types {
-		ss.cancelDeferred(ts)
 	}
 }

@@ -31,6 +31,7 @@ func run(args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "", "downstream gRPC listen address (default :18000)")
 	admin := fs.String("admin", "", "admin HTTP listen address (default 127.0.0.1:19000)")
 	upstreamAddr := fs.String("upstream", "", "control plane HOST:PORT (plaintext); empty: serve from --source")
+	upstreamProto := fs.String("upstream-protocol", "", "protocol spoken to the control plane: sotw or delta (default sotw)")
 	sourceDir := fs.String("source", "", "directory of YAML/JSON resources served when there is no upstream (default deploy/sample-config)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: xds-relay [flags]\n       xds-relay validate --config FILE\n\nflags:\n")
@@ -58,6 +59,8 @@ func run(args []string, stderr io.Writer) int {
 			cfg.Admin = *admin
 		case "upstream":
 			cfg.Upstream.Address = *upstreamAddr
+		case "upstream-protocol":
+			cfg.Upstream.Protocol = *upstreamProto
 		case "source":
 			cfg.Source.Dir = *sourceDir
 		}

@@ -16,6 +16,7 @@ const (
 	resVersion  protowire.Number = 1
 	resResource protowire.Number = 2
 	resName     protowire.Number = 3
+	resTTL      protowire.Number = 6
 )
 
 // DeltaEntry encodes one resources entry of a DeltaDiscoveryResponse (the
@@ -124,4 +125,30 @@ func forEachBytesField(b []byte, f func(protowire.Number, []byte)) error {
 		b = b[m:]
 	}
 	return nil
+}
+
+// DeltaResource is an envoy.service.discovery.v3.Resource as received.
+type DeltaResource struct {
+	Name    string
+	Version string
+	Any     []byte // the encoded google.protobuf.Any; nil for a TTL heartbeat
+	HasTTL  bool
+}
+
+// ParseDeltaResource reads one encoded Resource.
+func ParseDeltaResource(b []byte) (DeltaResource, error) {
+	var r DeltaResource
+	err := forEachBytesField(b, func(num protowire.Number, v []byte) {
+		switch num {
+		case resName:
+			r.Name = string(v)
+		case resVersion:
+			r.Version = string(v)
+		case resResource:
+			r.Any = v
+		case resTTL:
+			r.HasTTL = true
+		}
+	})
+	return r, err
 }

@@ -22,6 +22,7 @@ func main() {
 	classes := flag.Int("classes", 1, "number of node classes the clients are spread over")
 	clusters := flag.Int("clusters", 1000, "clusters in each class's CDS state")
 	delta := flag.Bool("delta", false, "clients speak incremental (delta) ADS instead of state of the world")
+	upstreamDelta := flag.Bool("upstream-delta", false, "the relay speaks incremental (delta) ADS to the control plane")
 	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
 	jsonOut := flag.String("json", "", "write the raw result as JSON to this file")
@@ -42,7 +43,7 @@ func main() {
 		}
 	}
 	res, err := bench.RunFanout(context.Background(), bench.FanoutConfig{
-		RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Delta: *delta, Timeout: *timeout,
+		RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Delta: *delta, UpstreamDelta: *upstreamDelta, Timeout: *timeout,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	})
 	if err != nil {

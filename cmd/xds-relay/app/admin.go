@@ -65,7 +65,7 @@ func (r *Relay) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/upstream", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
 		case r.upstream != nil:
-			writeJSON(w, map[string]any{"mode": "ads", "address": r.cfg.Upstream.Address, "streams": r.upstream.Status()})
+			writeJSON(w, map[string]any{"mode": "ads", "protocol": r.cfg.Upstream.Protocol, "address": r.cfg.Upstream.Address, "streams": r.upstream.Status()})
 		default:
 			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
 		}

@@ -31,9 +31,10 @@ type Config struct {
 
 // UpstreamConfig is the control plane the relay subscribes to.
 type UpstreamConfig struct {
-	Address string        `yaml:"address"`
-	RelayID string        `yaml:"relay_id"`
-	Backoff BackoffConfig `yaml:"backoff"`
+	Address  string        `yaml:"address"`
+	RelayID  string        `yaml:"relay_id"`
+	Protocol string        `yaml:"protocol"`
+	Backoff  BackoffConfig `yaml:"backoff"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -77,7 +78,8 @@ func DefaultConfig() Config {
 		Listen: ":18000",
 		Admin:  "127.0.0.1:19000",
 		Upstream: UpstreamConfig{
-			Backoff: BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+			Protocol: "sotw",
+			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
 		Source: SourceConfig{Dir: "deploy/sample-config"},
 		Log:    LogConfig{Level: "info", Format: "console"},
@@ -154,6 +156,9 @@ func (c *Config) Validate() error {
 		}
 	} else if c.Source.Dir == "" {
 		return bad("source.dir", "required when upstream.address is empty")
+	}
+	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
+		return bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)
 	}
 	if c.Upstream.Backoff.Initial <= 0 {
 		return bad("upstream.backoff.initial", "must be positive, got %v", c.Upstream.Backoff.Initial)

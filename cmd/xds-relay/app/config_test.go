@@ -48,6 +48,7 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad rule regex", "node_classes:\n  rules:\n  - field: id\n    regex: \"(\"\n", "node_classes.rules[0].regex", 4},
 		{"bad rule field", "node_classes:\n  rules:\n  - field: idd\n", "node_classes.rules[0].field", 3},
 		{"bad log level", "log:\n  level: loud\n", "log.level", 2},
+		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,7 @@ func Start(cfg Config, log *zap.Logger) (*Relay, error) {
 		r.upstream, err = upstream.New(upstream.Config{
 			Address: cfg.Upstream.Address,
 			RelayID: cfg.Upstream.RelayID,
+			Delta:   cfg.Upstream.Protocol == "delta",
 			Backoff: upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
 		if err != nil {

@@ -1,0 +1,193 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// deltaSession is the incremental protocol of one upstream stream: the relay
+// subscribes and unsubscribes per name instead of re-sending the union, and
+// installs the upstream's per-resource updates and removals.
+type deltaSession struct {
+	*classStream
+	stream grpc.ClientStream
+	types  map[string]*deltaTypeState
+	first  bool // the next request is the stream's first and carries the node
+}
+
+// deltaTypeState is what one delta stream subscribed to for a type URL.
+type deltaTypeState struct {
+	sub   shard.Subscription
+	nonce string
+}
+
+var _ protocolSession = (*deltaSession)(nil)
+
+func newDeltaSession(s *classStream, st grpc.ClientStream) *deltaSession {
+	return &deltaSession{classStream: s, stream: st, types: map[string]*deltaTypeState{}, first: true}
+}
+
+// A control plane speaking delta does not re-send a rejected update by
+// itself, so NACKs are never deferred.
+func (ds *deltaSession) nackDue() <-chan struct{} { return nil }
+func (ds *deltaSession) sendDueNACKs() error      { return nil }
+func (ds *deltaSession) close()                   {}
+
+// syncInterest sends, per type, the names to subscribe and unsubscribe that
+// make the stream's subscription the class's union interest. The first
+// request of a type carries the versions the relay already holds, so an
+// upstream that supports it sends only what changed (spec: reconnect).
+func (ds *deltaSession) syncInterest() error {
+	for _, typeURL := range ds.class.TypeURLs() {
+		want := ds.class.Interest(typeURL)
+		ts := ds.types[typeURL]
+		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
+		if ts == nil {
+			if want.Empty() {
+				continue
+			}
+			ts = &deltaTypeState{}
+			ds.types[typeURL] = ts
+			req.InitialResourceVersions = ds.heldVersions(typeURL, want)
+		}
+		req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe = subscriptionDiff(ts.sub, want)
+		if len(req.ResourceNamesSubscribe) == 0 && len(req.ResourceNamesUnsubscribe) == 0 && ts.sub.Equal(want) && req.InitialResourceVersions == nil {
+			continue
+		}
+		req.ResponseNonce = ts.nonce
+		ts.sub = want
+		if err := ds.send(req); err != nil {
+			return err
+		}
+		ds.class.Requested(typeURL, want, true)
+	}
+	return nil
+}
+
+// subscriptionDiff is what to subscribe and unsubscribe to go from have to
+// want; "*" stands for the wildcard.
+func subscriptionDiff(have, want shard.Subscription) (sub, unsub []string) {
+	if want.Wildcard && !have.Wildcard {
+		sub = append(sub, shard.Wildcard)
+	}
+	if have.Wildcard && !want.Wildcard {
+		unsub = append(unsub, shard.Wildcard)
+	}
+	sub = append(sub, want.Added(have)...)
+	unsub = append(unsub, have.Added(want)...)
+	return sub, unsub
+}
+
+// heldVersions returns the upstream versions of the resources the relay
+// holds for typeURL within want (nil when none).
+func (ds *deltaSession) heldVersions(typeURL string, want shard.Subscription) map[string]string {
+	var out map[string]string
+	for name, v := range ds.deltaVersions[typeURL] {
+		if want.Wildcard || want.Has(name) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = v
+		}
+	}
+	return out
+}
+
+func (ds *deltaSession) send(req *discoverygrpc.DeltaDiscoveryRequest) error {
+	if ds.first {
+		req.Node = ds.node
+		ds.first = false
+	}
+	if err := ds.stream.SendMsg(req); err != nil {
+		return fmt.Errorf("send %s request: %w", req.GetTypeUrl(), err)
+	}
+	return nil
+}
+
+// handle validates one DeltaDiscoveryResponse, installs it and ACKs it, or
+// NACKs it whole (nothing of it reaches clients).
+func (ds *deltaSession) handle(b []byte) (bool, error) {
+	resp, err := wire.ParseDeltaResponse(b)
+	if err != nil {
+		return false, fmt.Errorf("undecodable delta response: %w", err)
+	}
+	ds.setStatus(func(st *StreamStatus) { st.Responses++ })
+	ts := ds.types[resp.TypeURL]
+	if ts == nil {
+		ds.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
+		return false, nil
+	}
+	ts.nonce = resp.Nonce
+	resources, versions, err := ds.validate(resp)
+	if err != nil {
+		var rej *RejectError
+		if !errors.As(err, &rej) {
+			return false, err
+		}
+		ds.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.SystemVersionInfo), zap.String("reason", rej.Reason))
+		ds.setStatus(func(st *StreamStatus) {
+			st.NACKs++
+			st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.SystemVersionInfo, rej.Reason)
+		})
+		return false, ds.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resp.TypeURL, ResponseNonce: resp.Nonce,
+			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}})
+	}
+	ds.class.ApplyDelta(resp.TypeURL, resources, resp.Removed)
+	held := ds.deltaVersions[resp.TypeURL]
+	if held == nil {
+		held = map[string]string{}
+		ds.deltaVersions[resp.TypeURL] = held
+	}
+	for i, r := range resources {
+		held[r.Name] = versions[i]
+	}
+	for _, n := range resp.Removed {
+		delete(held, n)
+	}
+	ds.setStatus(func(st *StreamStatus) {
+		st.ACKs++
+		st.Versions[resp.TypeURL] = resp.SystemVersionInfo
+	})
+	return true, ds.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resp.TypeURL, ResponseNonce: resp.Nonce})
+}
+
+// validate checks every resource of a delta response: a well-formed
+// Resource whose name matches the resource it carries, and the checks of
+// validator.resources. TTL and heartbeats are not relayed yet: a resource
+// with a TTL, or without a body, is rejected with a reason saying so.
+func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource, []string, error) {
+	anys := make([][]byte, len(resp.Resources))
+	names := make([]string, len(resp.Resources))
+	versions := make([]string, len(resp.Resources))
+	for i, raw := range resp.Resources {
+		r, err := wire.ParseDeltaResource(raw)
+		switch {
+		case err != nil:
+			return nil, nil, reject("resources[%d]: malformed Resource: %v", i, err)
+		case r.Any == nil:
+			return nil, nil, reject("resources[%d] %q: no resource (TTL heartbeats are not supported by this relay yet)", i, r.Name)
+		case r.HasTTL:
+			return nil, nil, reject("resources[%d] %q: TTL is not supported by this relay yet", i, r.Name)
+		}
+		anys[i], names[i], versions[i] = r.Any, r.Name, r.Version
+	}
+	resources, err := ds.valid.resources(resp.TypeURL, anys, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, r := range resources {
+		if r.Name != names[i] {
+			return nil, nil, reject("resources[%d]: Resource.name %q does not match the resource's name %q", i, names[i], r.Name)
+		}
+	}
+	return resources, versions, nil
+}
