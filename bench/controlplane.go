@@ -24,12 +24,17 @@ type byCluster struct{}
 
 func (byCluster) ID(n *corev3.Node) string { return n.GetCluster() }
 
-// ControlPlane is a go-control-plane ADS server on loopback serving one
-// snapshot per node cluster. It counts the ADS streams opened on it.
+// ControlPlane is a go-control-plane ADS server on loopback serving CDS from
+// either cache: "snapshot" (one snapshot per node cluster) or "linear" (one
+// resource set for every node, updated per resource). It counts the ADS
+// streams opened on it.
 type ControlPlane struct {
 	Addr string
 
-	cache   cache.SnapshotCache
+	kind    string
+	cache   cache.SnapshotCache // kind "snapshot"
+	linear  *cache.LinearCache  // kind "linear"
+	last    map[string]types.Resource
 	grpcSrv *grpc.Server
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -39,13 +44,26 @@ type ControlPlane struct {
 	requests int // guarded by mu
 }
 
-// StartControlPlane listens on 127.0.0.1:0 and serves ADS.
-func StartControlPlane() (*ControlPlane, error) {
+// StartControlPlane listens on 127.0.0.1:0 and serves ADS from a cache of
+// kind "snapshot" or "linear".
+func StartControlPlane(kind string) (*ControlPlane, error) {
+	cp := &ControlPlane{kind: kind, done: make(chan struct{})}
+	var c cache.Cache
+	switch kind {
+	case "snapshot":
+		cp.cache = cache.NewSnapshotCache(false, byCluster{}, nil)
+		c = cp.cache
+	case "linear":
+		cp.linear = cache.NewLinearCache(resource.ClusterType)
+		c = cp.linear
+	default:
+		return nil, fmt.Errorf("unknown cache %q (want snapshot or linear)", kind)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{Addr: lis.Addr().String(), cache: cache.NewSnapshotCache(false, byCluster{}, nil), done: make(chan struct{})}
+	cp.Addr = lis.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	cp.cancel = cancel
 	cb := server.CallbackFuncs{
@@ -74,7 +92,7 @@ func StartControlPlane() (*ControlPlane, error) {
 			return nil
 		},
 	}
-	srv := server.NewServer(ctx, cp.cache, cb)
+	srv := server.NewServer(ctx, c, cb)
 	cp.grpcSrv = grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(cp.grpcSrv, srv)
 	go func() {
@@ -84,36 +102,60 @@ func StartControlPlane() (*ControlPlane, error) {
 	return cp, nil
 }
 
-// SetClusters installs a snapshot of n EDS clusters for class. generation
-// is written into every cluster (so a new generation changes them all) and
-// changed names one cluster whose content differs from the previous
-// generation's (-1: none).
+// SetClusters installs n EDS clusters for class (the linear cache serves
+// every class the same set). changed names one cluster whose content differs
+// from the other generations' (-1: none). With the linear cache, a set that
+// differs from the previous one in one cluster is installed as that one
+// update (its per-resource path), as a control plane using it would.
 func (cp *ControlPlane) SetClusters(class, version string, n int, changed int) error {
-	res := make([]types.Resource, n)
-	for i := range res {
-		timeout := time.Second
-		if i == changed {
-			timeout = 2 * time.Second
-		}
-		res[i] = &clusterv3.Cluster{
-			Name:                 fmt.Sprintf("cluster-%05d", i),
-			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-			EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
-				EdsConfig: &corev3.ConfigSource{
-					ResourceApiVersion:    corev3.ApiVersion_V3,
-					ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-				},
-				ServiceName: fmt.Sprintf("service-%05d.bench.svc.cluster.local", i),
-			},
-			ConnectTimeout: durationpb.New(timeout),
-			LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
-		}
+	res := make(map[string]types.Resource, n)
+	for i := 0; i < n; i++ {
+		res[clusterName(i)] = syntheticCluster(i, i == changed)
 	}
-	snap, err := cache.NewSnapshot(version, map[resource.Type][]types.Resource{resource.ClusterType: res})
+	if cp.kind == "linear" {
+		if cp.last == nil {
+			cp.linear.SetResources(res)
+		} else if changed >= 0 {
+			if err := cp.linear.UpdateResource(clusterName(changed), res[clusterName(changed)]); err != nil {
+				return err
+			}
+		}
+		cp.last = res
+		return nil
+	}
+	list := make([]types.Resource, 0, n)
+	for i := 0; i < n; i++ {
+		list = append(list, res[clusterName(i)])
+	}
+	snap, err := cache.NewSnapshot(version, map[resource.Type][]types.Resource{resource.ClusterType: list})
 	if err != nil {
 		return err
 	}
 	return cp.cache.SetSnapshot(context.Background(), class, snap)
+}
+
+func clusterName(i int) string { return fmt.Sprintf("cluster-%05d", i) }
+
+// syntheticCluster is a realistic EDS cluster; changed gives it another
+// connect timeout.
+func syntheticCluster(i int, changed bool) *clusterv3.Cluster {
+	timeout := time.Second
+	if changed {
+		timeout = 2 * time.Second
+	}
+	return &clusterv3.Cluster{
+		Name:                 clusterName(i),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
+			EdsConfig: &corev3.ConfigSource{
+				ResourceApiVersion:    corev3.ApiVersion_V3,
+				ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+			},
+			ServiceName: fmt.Sprintf("service-%05d.bench.svc.cluster.local", i),
+		},
+		ConnectTimeout: durationpb.New(timeout),
+		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+	}
 }
 
 // Counts returns the ADS streams opened and requests received so far.

@@ -17,7 +17,12 @@ import (
 // FanoutConfig describes one fan-out measurement: Clients wildcard CDS
 // clients spread over Classes node classes, one update of Clusters clusters.
 type FanoutConfig struct {
-	RelayBin string // path to an xds-relay binary
+	// Target is "relay" (clients → relay child process → control plane) or
+	// "direct" (clients → control plane, what users run without a relay).
+	Target string
+	// Cache is the control plane's cache: "snapshot" or "linear".
+	Cache    string
+	RelayBin string // path to an xds-relay binary (target relay)
 	Clients  int
 	Classes  int
 	Clusters int
@@ -33,6 +38,8 @@ type FanoutConfig struct {
 // FanoutResult is what one run measured. Durations are from the moment the
 // control plane was given the new snapshot to each client's receipt.
 type FanoutResult struct {
+	Target           string        `json:"target"`
+	Cache            string        `json:"cache"`
 	Clients          int           `json:"clients"`
 	Classes          int           `json:"classes"`
 	Clusters         int           `json:"clusters"`
@@ -56,7 +63,13 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
-	cp, err := StartControlPlane()
+	if cfg.Target == "" {
+		cfg.Target = "relay"
+	}
+	if cfg.Cache == "" {
+		cfg.Cache = "snapshot"
+	}
+	cp, err := StartControlPlane(cfg.Cache)
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +80,28 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		}
 	}
 
-	relay, err := startRelay(ctx, cfg.RelayBin, cp.Addr, cfg.UpstreamDelta, cfg.Timeout, cfg.RelayStderr)
-	if err != nil {
-		return nil, err
+	// In the relay target the relay is a child process, measured from /proc;
+	// in the direct target the control plane shares this process with the
+	// clients, so no CPU or memory figure is attributed to it.
+	serverAddr := cp.Addr
+	var relay *relayProc
+	switch cfg.Target {
+	case "relay":
+		if relay, err = startRelay(ctx, cfg.RelayBin, cp.Addr, cfg.UpstreamDelta, cfg.Timeout, cfg.RelayStderr); err != nil {
+			return nil, err
+		}
+		defer relay.stop()
+		serverAddr = relay.addr
+	case "direct":
+	default:
+		return nil, fmt.Errorf("unknown target %q (want relay or direct)", cfg.Target)
 	}
-	defer relay.stop()
+	usage := func() (ProcUsage, error) {
+		if relay == nil {
+			return ProcUsage{}, nil
+		}
+		return ReadProc(relay.cmd.Process.Pid)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -88,7 +118,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		// 127.0.0.0/8: spread clients over source addresses so N can exceed
 		// one address's ephemeral ports.
 		src := net.IPv4(127, 0, byte(1+i/20000), 1)
-		c, err := StartClient(ctx, relay.addr, src, i, className(i%cfg.Classes), cfg.Delta, receipts)
+		c, err := StartClient(ctx, serverAddr, src, i, className(i%cfg.Classes), cfg.Delta, receipts)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +127,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if _, err := await(receipts, cfg.Clients, "v1", cfg.Clusters, cfg.Timeout); err != nil {
 		return nil, fmt.Errorf("initial state: %w", err)
 	}
-	idle, err := ReadProc(relay.cmd.Process.Pid)
+	idle, err := usage()
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +149,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("update: %w", err)
 	}
-	after, err := ReadProc(relay.cmd.Process.Pid)
+	after, err := usage()
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +160,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	slices.Sort(lat)
 	streams, requests := cp.Counts()
 	return &FanoutResult{
+		Target: cfg.Target, Cache: cfg.Cache,
 		Clients: cfg.Clients, Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta,
 		ResponseBytes: got[0].Bytes,
 		First:         lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],

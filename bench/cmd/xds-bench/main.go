@@ -18,7 +18,9 @@ import (
 )
 
 func main() {
-	clients := flag.Int("clients", 1000, "number of SotW ADS clients (wildcard CDS)")
+	target := flag.String("target", "relay", "relay: clients → relay (child process) → control plane; direct: clients → control plane")
+	cacheKind := flag.String("cache", "snapshot", "the control plane's go-control-plane cache: snapshot or linear")
+	clients := flag.Int("clients", 1000, "number of ADS clients (wildcard CDS)")
 	classes := flag.Int("classes", 1, "number of node classes the clients are spread over")
 	clusters := flag.Int("clusters", 1000, "clusters in each class's CDS state")
 	delta := flag.Bool("delta", false, "clients speak incremental (delta) ADS instead of state of the world")
@@ -29,7 +31,7 @@ func main() {
 	flag.Parse()
 
 	bin := *relayBin
-	if bin == "" {
+	if bin == "" && *target == "relay" {
 		dir, err := os.MkdirTemp("", "xds-bench")
 		if err != nil {
 			fail(err)
@@ -43,7 +45,7 @@ func main() {
 		}
 	}
 	res, err := bench.RunFanout(context.Background(), bench.FanoutConfig{
-		RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Delta: *delta, UpstreamDelta: *upstreamDelta, Timeout: *timeout,
+		Target: *target, Cache: *cacheKind, RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Delta: *delta, UpstreamDelta: *upstreamDelta, Timeout: *timeout,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	})
 	if err != nil {
@@ -53,13 +55,15 @@ func main() {
 	if res.Delta {
 		proto = "delta"
 	}
-	fmt.Printf("clients=%d (%s) classes=%d clusters=%d\n", res.Clients, proto, res.Classes, res.Clusters)
+	fmt.Printf("target=%s cache=%s clients=%d (%s) classes=%d clusters=%d\n", res.Target, res.Cache, res.Clients, proto, res.Classes, res.Clusters)
 	fmt.Printf("upstream-send → client-receive: first %v  p50 %v  p99 %v  last %v\n",
 		res.First.Round(time.Microsecond), res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Last.Round(time.Microsecond))
 	fmt.Printf("update response: %d bytes per client, %.1f MB in all\n", res.ResponseBytes, float64(res.ResponseBytes)*float64(res.Clients)/1e6)
-	fmt.Printf("relay CPU during the update: %v\n", res.RelayCPU)
-	fmt.Printf("relay RSS: %.1f MiB idle (all clients in sync), %.1f MiB after the update\n",
-		float64(res.RelayRSSIdle)/(1<<20), float64(res.RelayRSSAfter)/(1<<20))
+	if res.Target == "relay" {
+		fmt.Printf("relay CPU during the update: %v\n", res.RelayCPU)
+		fmt.Printf("relay RSS: %.1f MiB idle (all clients in sync), %.1f MiB after the update\n",
+			float64(res.RelayRSSIdle)/(1<<20), float64(res.RelayRSSAfter)/(1<<20))
+	}
 	fmt.Printf("upstream: %d ADS streams, %d requests\n", res.UpstreamStreams, res.UpstreamRequests)
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")

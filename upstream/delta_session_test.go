@@ -1,0 +1,310 @@
+package upstream
+
+import (
+	"maps"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+const edsType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+
+// scriptedDelta is a real delta ADS server whose responses the test writes
+// by hand. Every DeltaAggregatedResources stream is handed to the test.
+type scriptedDelta struct {
+	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	streams chan *deltaStream
+}
+
+type deltaStream struct {
+	st   grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
+	reqs chan *discoverygrpc.DeltaDiscoveryRequest
+	end  chan error
+}
+
+func (s *scriptedDelta) DeltaAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]) error {
+	ds := &deltaStream{st: st, reqs: make(chan *discoverygrpc.DeltaDiscoveryRequest, 64), end: make(chan error, 1)}
+	s.streams <- ds
+	go func() {
+		defer close(ds.reqs)
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				return
+			}
+			ds.reqs <- req
+		}
+	}()
+	select {
+	case err := <-ds.end:
+		return err
+	case <-st.Context().Done():
+		return nil
+	}
+}
+
+func startScriptedDelta(t *testing.T) (*scriptedDelta, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &scriptedDelta{streams: make(chan *deltaStream, 4)}
+	g := grpc.NewServer()
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, srv)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(lis) }()
+	t.Cleanup(func() { g.Stop(); <-done })
+	return srv, lis.Addr().String()
+}
+
+func (s *scriptedDelta) next(t *testing.T) *deltaStream {
+	t.Helper()
+	select {
+	case ds := <-s.streams:
+		return ds
+	case <-time.After(10 * time.Second):
+		t.Fatal("no upstream delta stream opened")
+		return nil
+	}
+}
+
+func (ds *deltaStream) request(t *testing.T) *discoverygrpc.DeltaDiscoveryRequest {
+	t.Helper()
+	select {
+	case r, ok := <-ds.reqs:
+		if !ok {
+			t.Fatal("stream closed while waiting for a request")
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request from the relay")
+		return nil
+	}
+}
+
+// quiet asserts the relay sends nothing for d.
+func (ds *deltaStream) quiet(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case r, ok := <-ds.reqs:
+		if ok {
+			t.Fatalf("unexpected request %v", r)
+		}
+	case <-time.After(d):
+	}
+}
+
+func (ds *deltaStream) send(t *testing.T, resp *discoverygrpc.DeltaDiscoveryResponse) {
+	t.Helper()
+	if err := ds.st.Send(resp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cluster is a delta Resource entry carrying Cluster name at version.
+func cluster(t *testing.T, name, version string) *discoverygrpc.Resource {
+	t.Helper()
+	a, err := anypb.New(&clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Duration(len(version)) * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &discoverygrpc.Resource{Name: name, Version: version, Resource: a}
+}
+
+func endpoints(t *testing.T, name, version string) *discoverygrpc.Resource {
+	t.Helper()
+	a, err := anypb.New(&endpointv3.ClusterLoadAssignment{ClusterName: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &discoverygrpc.Resource{Name: name, Version: version, Resource: a}
+}
+
+// newDeltaClient starts an upstream client speaking delta and returns it
+// with the class of node "downstream-1" in "class-a" (no interest yet).
+func newDeltaClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Class) {
+	t.Helper()
+	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: bo, Delta: true}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	cl, _ := shard.NewClassifier(nil)
+	reg := shard.NewRegistry(cl, c.Attach)
+	return c, reg.ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
+}
+
+// wantReq checks a delta request's type, subscribe and unsubscribe lists
+// (order-insensitive) and that it is no NACK.
+func wantReq(t *testing.T, r *discoverygrpc.DeltaDiscoveryRequest, typeURL string, sub, unsub []string) {
+	t.Helper()
+	gotSub := slices.Sorted(slices.Values(r.GetResourceNamesSubscribe()))
+	gotUnsub := slices.Sorted(slices.Values(r.GetResourceNamesUnsubscribe()))
+	if r.GetTypeUrl() != typeURL || !slices.Equal(gotSub, sub) || !slices.Equal(gotUnsub, unsub) || r.GetErrorDetail() != nil {
+		t.Fatalf("request %v, want %s subscribe %v unsubscribe %v", r, typeURL, sub, unsub)
+	}
+}
+
+func TestDeltaSubscriptionDiffs(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	w := nopWatcher{}
+	cds := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	ds := srv.next(t)
+
+	first := ds.request(t)
+	if n := first.GetNode(); n.GetId() != "relay-under-test" || n.GetCluster() != "class-a" || n.GetUserAgentName() != "envoy" {
+		t.Fatalf("upstream node = %v, want the relay's id with the class's fields", n)
+	}
+	wantReq(t, first, shard.ClusterType, []string{"*"}, nil)
+	if len(first.GetInitialResourceVersions()) != 0 || first.GetResponseNonce() != "" {
+		t.Fatalf("first request of a new relay = %v, want no versions and no nonce", first)
+	}
+
+	a := class.Subscribe(edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
+	r := ds.request(t)
+	wantReq(t, r, edsType, []string{"x", "y"}, nil)
+	if r.GetNode() != nil {
+		t.Fatalf("node sent again on the stream's second request: %v", r)
+	}
+	b := class.Subscribe(edsType, shard.NewSubscription([]string{"y", "z"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"z"}, nil) // only what is new, not the union
+	// A subscription to names already in the union changes nothing upstream.
+	c := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	ds.quiet(t, 200*time.Millisecond)
+	class.Unsubscribe(a, w)
+	ds.quiet(t, 200*time.Millisecond) // x is still wanted by c, y by b
+	class.Unsubscribe(c, w)
+	wantReq(t, ds.request(t), edsType, nil, []string{"x"})
+	class.Unsubscribe(b, w)
+	wantReq(t, ds.request(t), edsType, nil, []string{"y", "z"})
+	class.Unsubscribe(cds, w)
+	wantReq(t, ds.request(t), shard.ClusterType, nil, []string{"*"})
+}
+
+func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	w := nopWatcher{}
+	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	ds := srv.next(t)
+	ds.request(t)
+
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s1", Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1"), cluster(t, "b", "1"), cluster(t, "c", "1")}})
+	ack := ds.request(t)
+	wantReq(t, ack, shard.ClusterType, nil, nil)
+	if ack.GetResponseNonce() != "n1" {
+		t.Fatalf("ACK = %v, want nonce n1", ack)
+	}
+	if got := names(sh); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("shard holds %v, want [a b c]", got)
+	}
+	before := sh.Current().Resources[1]
+
+	// One changed, one removed: the rest is untouched.
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s2", Nonce: "n2",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "22")}, RemovedResources: []string{"c"}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ACK = %v, want nonce n2", ack)
+	}
+	cur := sh.Current()
+	if !slices.Equal(cur.Names, []string{"a", "b"}) || cur.Resources[1] != before {
+		t.Fatalf("shard holds %v, want [a b] with b untouched", cur.Names)
+	}
+	if !slices.Equal(cur.Removed, []string{"c"}) || len(cur.Changed) != 1 || cur.Changed[0].Name != "a" {
+		t.Fatalf("shard change = changed %d removed %v, want a changed and c removed", len(cur.Changed), cur.Removed)
+	}
+
+	// Explicit names: an EDS resource and its removal (absence is known).
+	eds := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n3", Resources: []*discoverygrpc.Resource{endpoints(t, "x", "1")}})
+	if ack := ds.request(t); ack.GetTypeUrl() != edsType || ack.GetResponseNonce() != "n3" {
+		t.Fatalf("EDS ACK = %v", ack)
+	}
+	if got := names(eds); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("EDS shard holds %v, want [x]", got)
+	}
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n4", RemovedResources: []string{"x"}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n4" || ack.GetErrorDetail() != nil {
+		t.Fatalf("EDS ACK = %v", ack)
+	}
+	if cur := eds.Current(); cur == nil || len(cur.Names) != 0 || !cur.AbsenceKnown || !slices.Equal(cur.Removed, []string{"x"}) {
+		t.Fatalf("EDS shard after removal = %+v, want empty with x removed (absence known)", cur)
+	}
+	st := c.Status()
+	if len(st) != 1 || st[0].ACKs != 4 || st[0].NACKs != 0 || st[0].Versions[shard.ClusterType] != "s2" {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestDeltaBadResponsesAreNACKed(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	ds := srv.next(t)
+	ds.request(t)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "good0",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
+	ds.request(t)
+	good := sh.Current()
+	if good == nil || !slices.Equal(good.Names, []string{"a"}) {
+		t.Fatalf("shard = %v, want [a]", names(sh))
+	}
+
+	misnamed := cluster(t, "b", "1")
+	misnamed.Name = "not-b"
+	eds := endpoints(t, "b", "1") // a ClusterLoadAssignment in a CDS response
+	ttl := cluster(t, "b", "1")
+	ttl.Ttl = durationpb.New(time.Minute)
+	heartbeat := &discoverygrpc.Resource{Name: "a", Version: "1", Ttl: durationpb.New(time.Minute)}
+	bad := map[string][]*discoverygrpc.Resource{
+		"name-mismatch": {misnamed},
+		"type-mismatch": {cluster(t, "c", "1"), eds},
+		"duplicate":     {cluster(t, "b", "1"), cluster(t, "b", "2")},
+		"ttl":           {ttl},
+		"heartbeat":     {heartbeat},
+	}
+	for _, nonce := range slices.Sorted(maps.Keys(bad)) {
+		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: nonce, Resources: bad[nonce],
+			RemovedResources: []string{"a"}})
+		nack := ds.request(t)
+		if nack.GetErrorDetail() == nil || nack.GetErrorDetail().GetMessage() == "" || nack.GetResponseNonce() != nonce || nack.GetTypeUrl() != shard.ClusterType {
+			t.Fatalf("%s: want a NACK of nonce %q with error_detail, got %v", nonce, nonce, nack)
+		}
+		if len(nack.GetResourceNamesSubscribe()) != 0 || len(nack.GetResourceNamesUnsubscribe()) != 0 {
+			t.Fatalf("%s: a NACK changed the subscription: %v", nonce, nack)
+		}
+		t.Logf("%s: NACK %q", nonce, nack.GetErrorDetail().GetMessage())
+		if sh.Current() != good {
+			t.Fatalf("%s: a rejected response reached the shard: %v", nonce, names(sh))
+		}
+	}
+
+	// The stream still works: the next good response is installed.
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "good1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "b", "1")}, RemovedResources: []string{"a"}})
+	if ack := ds.request(t); ack.GetErrorDetail() != nil || ack.GetResponseNonce() != "good1" {
+		t.Fatalf("want the ACK of good1, got %v", ack)
+	}
+	if got := names(sh); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("shard = %v, want [b]", got)
+	}
+	if st := c.Status(); len(st) != 1 || st[0].NACKs != len(bad) || st[0].ACKs != 2 {
+		t.Fatalf("status = %+v, want %d NACKs and 2 ACKs", st, len(bad))
+	}
+}
