@@ -12,6 +12,19 @@ import (
 // same hash, so per-resource versions agree across a relay tier.
 func ResourceHash(encoded []byte) uint64 { return xxhash.Sum64(encoded) }
 
+// ResourceHashTTL is the content hash of a resource delivered with a TTL
+// (the encoded Duration): a new TTL is a new version of the resource.
+func ResourceHashTTL(encoded, ttl []byte) uint64 {
+	if ttl == nil {
+		return ResourceHash(encoded)
+	}
+	d := xxhash.New()
+	_, _ = d.Write(encoded)
+	_, _ = d.Write([]byte{0xff, 't', 't', 'l'})
+	_, _ = d.Write(ttl)
+	return d.Sum64()
+}
+
 // SetHasher hashes an ordered set of (name, resource hash) pairs into a
 // version. Callers feed the pairs in a canonical order (sorted by name) so the
 // result does not depend on the order the upstream used.

@@ -56,6 +56,11 @@ func (s *deltaStream) ShardChanged(sh *shard.Shard) {
 	shardChanged(&s.streamBase, s.types, &s.queue, sh)
 }
 
+// ShardHeartbeat implements shard.Watcher.
+func (s *deltaStream) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
+	shardHeartbeat(&s.streamBase, s.types, &s.queue, sh, hb)
+}
+
 // collect turns each queued shard version into the delta the client lacks.
 func (s *deltaStream) collect() []*wire.Stamped {
 	s.mu.Lock()
@@ -65,6 +70,17 @@ func (s *deltaStream) collect() []*wire.Stamped {
 		d := e.sub
 		if d.shard != e.shard || d.switching {
 			return // a shard the client is leaving; the new one's state follows
+		}
+		if e.hb != nil {
+			// A TTL refresh, for a client holding exactly that version (one
+			// behind gets the TTLs with its update).
+			if len(d.over) == 0 && d.base != nil && d.base.Sum == e.hb.Response.Sum {
+				m, nonce := s.stampLocked(e.hb.DeltaBody())
+				d.nonce = nonce
+				d.heartbeats++
+				out = append(out, m)
+			}
+			return
 		}
 		body := d.advance(e.resp)
 		if body == nil {
@@ -161,7 +177,7 @@ func (s *deltaStream) status() StreamStatus {
 	out.Collapses = s.queue.collapses
 	for _, d := range s.types {
 		ts := TypeStatus{TypeURL: d.typeURL, Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names)),
-			SentVersion: versionOf(d.base), Nonce: d.nonce, Pushes: d.pushes, ACKs: d.acks, NACKs: d.nacks,
+			SentVersion: versionOf(d.base), Nonce: d.nonce, Pushes: d.pushes, Heartbeats: d.heartbeats, ACKs: d.acks, NACKs: d.nacks,
 			LastNACK: d.lastNACK, StaleNonces: d.staleNonces}
 		out.Types = append(out.Types, ts)
 	}

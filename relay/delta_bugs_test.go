@@ -21,6 +21,8 @@ func newStallWatcher() *stallWatcher {
 	return &stallWatcher{entered: make(chan struct{}), release: make(chan struct{})}
 }
 
+func (w *stallWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
+
 func (w *stallWatcher) ShardChanged(*shard.Shard) {
 	w.once.Do(func() {
 		close(w.entered)

@@ -33,9 +33,9 @@ type deltaSub struct {
 	retell    bool              // the last request changed what must be told (reader only)
 	switching bool              // between a request's marks and its shard's installation
 
-	nonce                            string
-	acks, nacks, pushes, staleNonces int
-	lastNACK                         string
+	nonce                                        string
+	acks, nacks, pushes, heartbeats, staleNonces int
+	lastNACK                                     string
 }
 
 func newDeltaSub(typeURL string) *deltaSub {
@@ -191,7 +191,7 @@ func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed
 		case mustTell:
 			removed = append(removed, n)
 		case mustSend:
-			if c.AbsenceKnown {
+			if c.KnownAbsent(n) {
 				removed = append(removed, n)
 			} else {
 				if keep == nil {
@@ -200,14 +200,14 @@ func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed
 				keep[n] = mustSend // unknown yet: tell when it appears or is known absent
 			}
 		default: // a version the client holds
-			if c.AbsenceKnown {
+			if c.KnownAbsent(n) {
 				removed = append(removed, n)
 			}
 		}
 	}
 	if d.base != nil && c.AbsenceKnown {
 		for _, r := range d.base.Resources {
-			if _, overridden := d.over[r.Name]; !overridden && !c.Has(r.Name) {
+			if _, overridden := d.over[r.Name]; !overridden && c.KnownAbsent(r.Name) {
 				removed = append(removed, r.Name)
 			}
 		}

@@ -8,6 +8,7 @@ type queued[S comparable] struct {
 	sub   S
 	shard *shard.Shard
 	resp  *shard.Response
+	hb    *shard.Heartbeat // set for a TTL heartbeat (resp is then nil)
 }
 
 // maxPending bounds a stream's queue. A client that keeps up never has more
@@ -41,14 +42,27 @@ func (q *responseQueue[S]) push(sub S, sh *shard.Shard, resp *shard.Response) {
 	}
 }
 
+// pushHeartbeat queues a TTL heartbeat. It never supersedes an update (an
+// update queued after it supersedes it, and carries the TTLs itself).
+func (q *responseQueue[S]) pushHeartbeat(sub S, sh *shard.Shard, hb *shard.Heartbeat) {
+	q.entries = append(q.entries, queued[S]{sub: sub, shard: sh, hb: hb})
+	if len(q.entries) > maxPending {
+		q.collapse()
+	}
+}
+
 // collapse reduces the queue of a client far behind to one entry per type:
 // each at the position of the type's first entry, with its latest response.
 // The client then jumps to the latest state; cross-type order is kept only
-// as far as first-queued order allows.
+// as far as first-queued order allows. Heartbeats are dropped: the next
+// update carries the TTLs.
 func (q *responseQueue[S]) collapse() {
 	latest := map[S]queued[S]{}
 	var order []S
 	for _, e := range q.entries {
+		if e.hb != nil {
+			continue
+		}
 		if _, ok := latest[e.sub]; !ok {
 			order = append(order, e.sub)
 		}

@@ -152,6 +152,7 @@ type TypeStatus struct {
 	AckedVersion string   `json:"acked_version,omitempty"`
 	Nonce        string   `json:"nonce,omitempty"`
 	Pushes       int      `json:"pushes"`
+	Heartbeats   int      `json:"heartbeats"`
 	ACKs         int      `json:"acks"`
 	NACKs        int      `json:"nacks"`
 	LastNACK     string   `json:"last_nack,omitempty"`

@@ -45,6 +45,11 @@ func (s *sotwStream) ShardChanged(sh *shard.Shard) {
 	shardChanged(&s.streamBase, s.types, &s.queue, sh)
 }
 
+// ShardHeartbeat implements shard.Watcher.
+func (s *sotwStream) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
+	shardHeartbeat(&s.streamBase, s.types, &s.queue, sh, hb)
+}
+
 // collect stamps a nonce on each queued response the client does not hold
 // yet. No protobuf work: the body is shared, the suffix is the stream's.
 func (s *sotwStream) collect() []*wire.Stamped {
@@ -56,6 +61,17 @@ func (s *sotwStream) collect() []*wire.Stamped {
 		if t.shard != e.shard {
 			return // queued for a subscription the client has since changed
 		}
+		if e.hb != nil {
+			// A TTL refresh of the version the client holds; only clients
+			// that take Resource wrappers get TTLs at all.
+			if s.resourceInSotW && e.hb.Response.Version == t.sentVersion {
+				m, nonce := s.stampLocked(e.hb.SotWBody())
+				t.nonce = nonce
+				t.heartbeats++
+				out = append(out, m)
+			}
+			return
+		}
 		if !t.force && e.resp.Version == t.sentVersion {
 			return
 		}
@@ -64,7 +80,11 @@ func (s *sotwStream) collect() []*wire.Stamped {
 			// without full-state semantics (spec "Deleting Resources").
 			return
 		}
-		m, nonce := s.stampLocked(e.resp.Body)
+		body := e.resp.Body
+		if s.resourceInSotW {
+			body = e.resp.WrappedBody() // carries the TTLs; Body when there are none
+		}
+		m, nonce := s.stampLocked(body)
 		t.nonce, t.sentVersion, t.force = nonce, e.resp.Version, false
 		t.pushes++
 		out = append(out, m)
@@ -148,7 +168,7 @@ func (s *sotwStream) status() StreamStatus {
 	out.Collapses = s.queue.collapses
 	for _, t := range s.types {
 		ts := TypeStatus{TypeURL: t.typeURL, SentVersion: t.sentVersion, AckedVersion: t.ackedVersion, Nonce: t.nonce,
-			Pushes: t.pushes, ACKs: t.acks, NACKs: t.nacks, LastNACK: t.lastNACK, StaleNonces: t.staleNonces}
+			Pushes: t.pushes, Heartbeats: t.heartbeats, ACKs: t.acks, NACKs: t.nacks, LastNACK: t.lastNACK, StaleNonces: t.staleNonces}
 		if t.shard != nil {
 			ts.Wildcard, ts.Names = t.shard.Sub.Wildcard, t.shard.Sub.Names
 		}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,8 +35,11 @@ type streamBase struct {
 	// them without mu, status readers with it.
 	node  *corev3.Node
 	class *shard.Class
-	nonce uint64 // guarded by mu
-	bytes int64  // guarded by mu
+	// resourceInSotW: the client announced FeatureResourceInSotW (written
+	// once by the reader, under mu, before any subscription).
+	resourceInSotW bool
+	nonce          uint64 // guarded by mu
+	bytes          int64  // guarded by mu
 }
 
 func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) streamBase {
@@ -85,9 +89,14 @@ func (b *streamBase) classify(node *corev3.Node) error {
 	class := b.srv.registry.ClassFor(node)
 	b.mu.Lock()
 	b.node, b.class = node, class
+	b.resourceInSotW = slices.Contains(node.GetClientFeatures(), FeatureResourceInSotW)
 	b.mu.Unlock()
 	return nil
 }
+
+// FeatureResourceInSotW is the client feature that lets SotW responses carry
+// resources wrapped in envoy.service.discovery.v3.Resource (for their TTL).
+const FeatureResourceInSotW = "xds.config.supports-resource-in-sotw"
 
 // requestType returns a request's type URL, checking it against the service
 // the stream was opened on.
@@ -165,6 +174,19 @@ type shardHolder interface {
 	subscribed() *shard.Shard
 	// detach clears and returns the shard held (nil if none).
 	detach() *shard.Shard
+}
+
+// shardHeartbeat queues a TTL heartbeat for the type subscribed to sh.
+func shardHeartbeat[S shardHolder](b *streamBase, types map[string]S, q *responseQueue[S], sh *shard.Shard, hb *shard.Heartbeat) {
+	b.mu.Lock()
+	t, ok := types[sh.TypeURL]
+	if !ok || t.subscribed() != sh {
+		b.mu.Unlock()
+		return
+	}
+	q.pushHeartbeat(t, sh, hb)
+	b.mu.Unlock()
+	b.wake.Notify()
 }
 
 // shardChanged queues a shard's new response for the type subscribed to it

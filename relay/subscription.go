@@ -32,6 +32,7 @@ type typeSub struct {
 	lastNACK     string
 	staleNonces  int
 	pushes       int
+	heartbeats   int
 }
 
 // updateSend decides, after the subscription of t changed from old (nil: no

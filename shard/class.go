@@ -116,38 +116,68 @@ func (c *Class) TypeURLs() []string {
 	return slices.Sorted(maps.Keys(c.tables))
 }
 
+// Update is one upstream update of a type URL.
+type Update struct {
+	// Resources are new or changed resources (with Replace: all of them).
+	Resources []*Resource
+	// Removed are names deleted (incremental upstreams).
+	Removed []string
+	// Heartbeats refresh the TTL of resources held, without changing them
+	// (spec "TTL": a Resource with no resource and the same version).
+	Heartbeats []HeartbeatEntry
+	// Replace: Resources (and the heartbeat names) are the complete state;
+	// anything else is deleted.
+	Replace bool
+	// Exact: the source reports deletions (incremental upstream), so
+	// absence is known even without Replace.
+	Exact bool
+}
+
+// HeartbeatEntry is one resource's TTL refresh.
+type HeartbeatEntry struct {
+	Name string
+	TTL  []byte
+}
+
 // Apply installs an upstream update of typeURL. With replace, the update is
 // the complete state (resources absent from it are deleted); otherwise it is
 // merged. Shards whose content changed get a new encoded response and their
 // watchers are told, in shard then watcher order, before Apply returns.
 func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
-	c.install(typeURL, replace, func(t *table) []string { return t.apply(update, replace) })
+	c.ApplyUpdate(typeURL, Update{Resources: update, Replace: replace})
 }
 
 // ApplyDelta installs an incremental upstream update of typeURL: updated
 // resources are merged and removed names deleted. An incremental upstream
 // reports deletions, so absence from the table is known to mean deletion.
 func (c *Class) ApplyDelta(typeURL string, updated []*Resource, removed []string) {
-	c.install(typeURL, true, func(t *table) []string {
-		changed := t.apply(updated, false)
-		for _, n := range removed {
-			if _, ok := t.resources[n]; ok {
-				delete(t.resources, n)
-				t.sorted = nil
-				changed = append(changed, n)
-			}
-		}
-		return changed
-	})
+	c.ApplyUpdate(typeURL, Update{Resources: updated, Removed: removed, Exact: true})
 }
 
-// install runs update on typeURL's table and rebuilds the shards it affects.
-func (c *Class) install(typeURL string, authoritative bool, update func(*table) []string) {
+// ApplyUpdate installs u into typeURL's table, rebuilds the shards it
+// affects and tells their watchers, then forwards its heartbeats.
+func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.table(typeURL)
-	t.authoritative = authoritative
-	changed := update(t)
+	t.authoritative = u.Replace || u.Exact
+	resources := u.Resources
+	if u.Replace {
+		// A heartbeat says the resource is still there, unchanged.
+		for _, hb := range u.Heartbeats {
+			if r, ok := t.resources[hb.Name]; ok {
+				resources = append(resources, r)
+			}
+		}
+	}
+	changed := t.apply(resources, u.Replace)
+	for _, n := range u.Removed {
+		if _, ok := t.resources[n]; ok {
+			delete(t.resources, n)
+			t.sorted = nil
+			changed = append(changed, n)
+		}
+	}
 	changed = append(changed, t.resolvePending(time.Now(), false)...)
 	var shards map[*Shard]struct{}
 	if !t.received || t.wildcardPending {
@@ -158,12 +188,44 @@ func (c *Class) install(typeURL string, authoritative bool, update func(*table) 
 				shards[s] = struct{}{}
 			}
 		}
-	} else if len(changed) == 0 {
-		return
-	} else {
+	} else if len(changed) > 0 {
 		shards = t.affected(changed)
 	}
 	c.rebuildAndNotify(t, shards)
+	c.heartbeat(t, u.Heartbeats)
+}
+
+// heartbeat tells the watchers of each shard holding some of the refreshed
+// resources, at the shard's current version. Called with mu held.
+func (c *Class) heartbeat(t *table, hbs []HeartbeatEntry) {
+	if len(hbs) == 0 {
+		return
+	}
+	names := make([]string, len(hbs))
+	ttls := make(map[string][]byte, len(hbs))
+	for i, hb := range hbs {
+		names[i] = hb.Name
+		ttls[hb.Name] = hb.TTL
+	}
+	for s := range t.affected(names) {
+		cur := s.current.Load()
+		if cur == nil {
+			continue
+		}
+		h := &Heartbeat{Response: cur}
+		for _, n := range names {
+			if r, ok := cur.Lookup(n); ok {
+				h.Resources = append(h.Resources, r)
+				h.TTLs = append(h.TTLs, ttls[n])
+			}
+		}
+		if len(h.Resources) == 0 {
+			continue
+		}
+		for w := range s.watchers {
+			w.ShardHeartbeat(s, h)
+		}
+	}
 }
 
 // rebuildAndNotify rebuilds shards and tells the watchers of those whose
@@ -187,6 +249,13 @@ func (c *Class) expirePending(typeURL string) {
 		return
 	}
 	if names := t.resolvePending(time.Now(), true); len(names) > 0 {
+		// An upstream silent for the whole grace has answered "nothing":
+		// also when it never answered this type at all (whose absence is then
+		// as known as its answers would have made it).
+		if !t.received {
+			t.received = true
+			t.authoritative = t.fullState || t.incremental
+		}
 		c.rebuildAndNotify(t, t.affected(names))
 	}
 }

@@ -14,7 +14,8 @@ import (
 type Resource struct {
 	Name string
 	Any  []byte // encoded google.protobuf.Any
-	Hash uint64 // dedup.ResourceHash(Any)
+	TTL  []byte // encoded google.protobuf.Duration, nil when the upstream set none
+	Hash uint64 // dedup.ResourceHashTTL(Any, TTL)
 
 	entry atomic.Pointer[[]byte] // the delta entry, encoded on first use
 }
@@ -29,7 +30,7 @@ func (r *Resource) DeltaEntry() []byte {
 	if p := r.entry.Load(); p != nil {
 		return *p
 	}
-	e := wire.DeltaEntry(r.Name, r.Version(), r.Any)
+	e := wire.DeltaEntry(r.Name, r.Version(), r.Any, r.TTL)
 	r.entry.Store(&e)
 	return e
 }
@@ -46,6 +47,11 @@ type Response struct {
 	// AbsenceKnown: the source sends this type's complete state, so a name
 	// absent from Resources is known not to exist (delta clients are told).
 	AbsenceKnown bool
+	// Unknown: subscribed names whose existence the upstream has not told
+	// yet; absent from Resources, but not known to be absent.
+	Unknown []string
+	// HasTTL: some resource carries a TTL (see WrappedBody).
+	HasTTL bool
 
 	// The change from the shard's previous version (HasPrev), for delta
 	// streams that hold exactly that version.
@@ -56,12 +62,86 @@ type Response struct {
 
 	deltaBody atomic.Pointer[[]byte]
 	deltaFull atomic.Pointer[[]byte]
+	wrapped   atomic.Pointer[[]byte]
+}
+
+// WrappedBody is the SotW body for clients that support
+// xds.config.supports-resource-in-sotw: resources with a TTL are wrapped in
+// envoy.service.discovery.v3.Resource so the TTL reaches them. It is Body
+// when no resource has a TTL; otherwise built on first use and shared.
+func (r *Response) WrappedBody() []byte {
+	if !r.HasTTL {
+		return r.Body
+	}
+	if p := r.wrapped.Load(); p != nil {
+		return *p
+	}
+	bb := wire.NewBodyBuilder(r.Version, len(r.Body)+64*len(r.Resources))
+	for _, res := range r.Resources {
+		if res.TTL != nil {
+			bb.AddResource(wire.WrappedAny(res.Name, res.Any, res.TTL))
+		} else {
+			bb.AddResource(res.Any)
+		}
+	}
+	b := bb.Finish(r.TypeURL)
+	r.wrapped.Store(&b)
+	return b
+}
+
+// Heartbeat is a TTL refresh of some resources of a shard version, from the
+// upstream: not an update, so it changes no version. Immutable.
+type Heartbeat struct {
+	Response  *Response // the shard version whose resources are refreshed
+	Resources []*Resource
+	TTLs      [][]byte // the refreshed TTL of each resource
+
+	sotw, delta atomic.Pointer[[]byte]
+}
+
+// SotWBody is the heartbeat as a SotW response (Resource wrappers without a
+// resource, at the current version), encoded once.
+func (h *Heartbeat) SotWBody() []byte {
+	if p := h.sotw.Load(); p != nil {
+		return *p
+	}
+	bb := wire.NewBodyBuilder(h.Response.Version, 64*len(h.Resources))
+	for i, r := range h.Resources {
+		bb.AddResource(wire.WrappedAny(r.Name, nil, h.TTLs[i]))
+	}
+	b := bb.Finish(h.Response.TypeURL)
+	h.sotw.Store(&b)
+	return b
+}
+
+// DeltaBody is the heartbeat as a delta response (Resources with name,
+// version and TTL, without a resource), encoded once.
+func (h *Heartbeat) DeltaBody() []byte {
+	if p := h.delta.Load(); p != nil {
+		return *p
+	}
+	db := wire.NewDeltaBodyBuilder(h.Response.Version, 64*len(h.Resources))
+	for i, r := range h.Resources {
+		db.AddEntry(wire.DeltaEntry(r.Name, r.Version(), nil, h.TTLs[i]))
+	}
+	b := db.Finish(h.Response.TypeURL)
+	h.delta.Store(&b)
+	return b
 }
 
 // Has reports whether the response carries the named resource.
 func (r *Response) Has(name string) bool {
 	_, ok := slices.BinarySearch(r.Names, name)
 	return ok
+}
+
+// KnownAbsent reports whether the named resource is known not to exist.
+func (r *Response) KnownAbsent(name string) bool {
+	if !r.AbsenceKnown || r.Has(name) {
+		return false
+	}
+	_, unknown := slices.BinarySearch(r.Unknown, name)
+	return !unknown
 }
 
 // Lookup returns the named resource, if the response carries it.
@@ -118,11 +198,13 @@ func EncodeDelta(typeURL, systemVersion string, changed []*Resource, removed []s
 	return db.Finish(typeURL)
 }
 
-// Watcher is told when a shard it subscribed to has a new response. It is
-// called with the class lock held, in the order the class's updates happened,
-// and must not block or call back into the class.
+// Watcher is told when a shard it subscribed to has a new response, and of
+// TTL heartbeats for it. It is called with the class lock held, in the order
+// the class's updates happened, and must not block or call back into the
+// class.
 type Watcher interface {
 	ShardChanged(*Shard)
+	ShardHeartbeat(*Shard, *Heartbeat)
 }
 
 // Shard is the state shared by all subscriptions of one (class, type URL,

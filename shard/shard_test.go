@@ -21,9 +21,14 @@ func res(name, content string) *Resource {
 }
 
 // recorder is a Watcher that records notifications in order.
-type recorder struct{ got []*Shard }
+type recorder struct {
+	got   []*Shard
+	beats []*Heartbeat
+}
 
 func (r *recorder) ShardChanged(s *Shard) { r.got = append(r.got, s) }
+
+func (r *recorder) ShardHeartbeat(s *Shard, h *Heartbeat) { r.beats = append(r.beats, h) }
 
 func (r *recorder) take() []*Shard { g := r.got; r.got = nil; return g }
 

@@ -113,18 +113,22 @@ func (t *table) markPending(name string) {
 	}
 }
 
-// waiting reports whether shard s needs a name still pending at now.
-func (t *table) waiting(s *Shard, now time.Time) bool {
+// pendingIn returns the names of shard s still pending at now.
+func (t *table) pendingIn(s *Shard, now time.Time) []string {
 	if len(t.pending) == 0 || s.Sub.Wildcard {
-		return false
+		return nil
 	}
+	var out []string
 	for _, n := range s.Sub.Names {
 		if d, ok := t.pending[n]; ok && (d.IsZero() || now.Before(d)) {
-			return true
+			out = append(out, n)
 		}
 	}
-	return false
+	return out
 }
+
+// noGrace is the deadline of pending names that only an answer resolves.
+var noGrace = time.Unix(1<<40, 0)
 
 // resolvePending ends the wait of requested names: all of them when the
 // upstream answered (expiredOnly false), or those past their deadline. It
@@ -173,9 +177,28 @@ func (t *table) setRequested(sub Subscription, now time.Time) (deadline time.Tim
 	if sub.Wildcard && !t.requested.Wildcard && t.received {
 		t.wildcardPending = true
 	}
+	if !sub.Wildcard && (t.fullState || t.incremental) {
+		// Names asked for by this request, not held and not asked before:
+		// the very first request of a type, too, whose names nobody could
+		// mark pending when they were subscribed.
+		for _, n := range sub.Names {
+			if _, held := t.resources[n]; !held && !t.requested.Has(n) {
+				if _, ok := t.pending[n]; !ok {
+					t.pending[n] = time.Time{}
+				}
+			}
+		}
+	}
 	t.requested, t.reported = sub, true
 	for n, d := range t.pending {
 		if d.IsZero() && (sub.Wildcard || sub.Has(n)) {
+			if !t.fullState {
+				// Other types are served without the name meanwhile (nothing
+				// is inferred from a partial answer), and the name is never
+				// declared absent by a timer: only the upstream's answer does.
+				t.pending[n] = noGrace
+				continue
+			}
 			deadline = now.Add(PendingGrace)
 			t.pending[n] = deadline
 		}
@@ -252,7 +275,8 @@ func (t *table) rebuild(s *Shard) bool {
 	if !t.received || (s.Sub.Wildcard && (t.wildcardPending || t.reported && !t.requested.Wildcard)) {
 		return false // a wildcard shard is not served a partial state
 	}
-	if t.waiting(s, time.Now()) {
+	unknown := t.pendingIn(s, time.Now())
+	if len(unknown) > 0 && t.fullState {
 		return false // nor a full-state shard one lacking a name not yet answered
 	}
 	var names []string
@@ -273,6 +297,9 @@ func (t *table) rebuild(s *Shard) bool {
 			size += len(r.Any) + 8
 		}
 	}
+	for _, n := range unknown {
+		h.Add("\x00unknown\x00"+n, 0) // resolving a name is a new version
+	}
 	sum := h.Sum()
 	cur := s.current.Load()
 	if len(included) == 0 && !t.fullState && !t.authoritative {
@@ -292,7 +319,10 @@ func (t *table) rebuild(s *Shard) bool {
 		outNames[i] = r.Name
 	}
 	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: bb.Finish(t.typeURL),
-		Names: outNames, Resources: included, AbsenceKnown: t.authoritative}
+		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown}
+	for _, r := range included {
+		next.HasTTL = next.HasTTL || r.TTL != nil
+	}
 	if cur != nil {
 		next.HasPrev, next.PrevSum = true, cur.Sum
 		next.Changed, next.Removed = diff(cur, next)
@@ -309,7 +339,7 @@ func diff(old, next *Response) (changed []*Resource, removed []string) {
 	for i < len(old.Resources) || j < len(next.Resources) {
 		switch {
 		case j == len(next.Resources) || i < len(old.Resources) && old.Resources[i].Name < next.Resources[j].Name:
-			if next.AbsenceKnown {
+			if next.KnownAbsent(old.Resources[i].Name) {
 				removed = append(removed, old.Resources[i].Name)
 			}
 			i++

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -60,6 +61,7 @@ func (ds *deltaSession) syncInterest() error {
 			req.InitialResourceVersions = ds.heldVersions(typeURL, want)
 		}
 		req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe = subscriptionDiff(ts.sub, want)
+		ds.forgetUnsubscribed(typeURL, want)
 		if len(req.ResourceNamesSubscribe) == 0 && len(req.ResourceNamesUnsubscribe) == 0 && ts.sub.Equal(want) && req.InitialResourceVersions == nil {
 			continue
 		}
@@ -85,6 +87,20 @@ func subscriptionDiff(have, want shard.Subscription) (sub, unsub []string) {
 	sub = append(sub, want.Added(have)...)
 	unsub = append(unsub, have.Added(want)...)
 	return sub, unsub
+}
+
+// forgetUnsubscribed drops the versions of resources outside want: the
+// class drops them once told (shard.Class.Requested), so claiming them in a
+// later initial_resource_versions would keep the upstream from sending them.
+func (ds *deltaSession) forgetUnsubscribed(typeURL string, want shard.Subscription) {
+	if want.Wildcard {
+		return
+	}
+	for name := range ds.deltaVersions[typeURL] {
+		if !want.Has(name) {
+			delete(ds.deltaVersions[typeURL], name)
+		}
+	}
 }
 
 // heldVersions returns the upstream versions of the resources the relay
@@ -127,7 +143,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		return false, nil
 	}
 	ts.nonce = resp.Nonce
-	resources, versions, err := ds.validate(resp)
+	resources, versions, beats, err := ds.validate(resp)
 	if err != nil {
 		var rej *RejectError
 		if !errors.As(err, &rej) {
@@ -141,7 +157,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		return false, ds.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resp.TypeURL, ResponseNonce: resp.Nonce,
 			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}})
 	}
-	ds.class.ApplyDelta(resp.TypeURL, resources, resp.Removed)
+	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Removed: resp.Removed, Heartbeats: beats, Exact: true})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
 		held = map[string]string{}
@@ -162,32 +178,28 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 
 // validate checks every resource of a delta response: a well-formed
 // Resource whose name matches the resource it carries, and the checks of
-// validator.resources. TTL and heartbeats are not relayed yet: a resource
-// with a TTL, or without a body, is rejected with a reason saying so.
-func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource, []string, error) {
-	anys := make([][]byte, len(resp.Resources))
-	names := make([]string, len(resp.Resources))
-	versions := make([]string, len(resp.Resources))
+// validator.resources. A Resource without a resource is a TTL heartbeat.
+func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource, []string, []shard.HeartbeatEntry, error) {
+	cands := make([]candidate, 0, len(resp.Resources))
+	versions := make([]string, 0, len(resp.Resources))
+	var beats []shard.HeartbeatEntry
 	for i, raw := range resp.Resources {
 		r, err := wire.ParseDeltaResource(raw)
 		switch {
 		case err != nil:
-			return nil, nil, reject("resources[%d]: malformed Resource: %v", i, err)
+			return nil, nil, nil, reject("resources[%d]: malformed Resource: %v", i, err)
+		case r.Name == "":
+			return nil, nil, nil, reject("resources[%d]: Resource without a name", i)
 		case r.Any == nil:
-			return nil, nil, reject("resources[%d] %q: no resource (TTL heartbeats are not supported by this relay yet)", i, r.Name)
-		case r.HasTTL:
-			return nil, nil, reject("resources[%d] %q: TTL is not supported by this relay yet", i, r.Name)
+			beats = append(beats, shard.HeartbeatEntry{Name: r.Name, TTL: bytes.Clone(r.TTL)})
+			continue
 		}
-		anys[i], names[i], versions[i] = r.Any, r.Name, r.Version
+		cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name})
+		versions = append(versions, r.Version)
 	}
-	resources, err := ds.valid.resources(resp.TypeURL, anys, false)
+	resources, err := ds.valid.resources(resp.TypeURL, cands, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	for i, r := range resources {
-		if r.Name != names[i] {
-			return nil, nil, reject("resources[%d]: Resource.name %q does not match the resource's name %q", i, names[i], r.Name)
-		}
-	}
-	return resources, versions, nil
+	return resources, versions, beats, nil
 }

@@ -269,15 +269,17 @@ func TestDeltaBadResponsesAreNACKed(t *testing.T) {
 	misnamed := cluster(t, "b", "1")
 	misnamed.Name = "not-b"
 	eds := endpoints(t, "b", "1") // a ClusterLoadAssignment in a CDS response
-	ttl := cluster(t, "b", "1")
-	ttl.Ttl = durationpb.New(time.Minute)
-	heartbeat := &discoverygrpc.Resource{Name: "a", Version: "1", Ttl: durationpb.New(time.Minute)}
+	unnamed := cluster(t, "b", "1")
+	unnamed.Name = ""
+	undecodable := cluster(t, "b", "1")
+	undecodable.Resource.Value = []byte{0xff, 0xff}
+	// (TTLs and heartbeats are relayed: they are no reason to NACK.)
 	bad := map[string][]*discoverygrpc.Resource{
 		"name-mismatch": {misnamed},
 		"type-mismatch": {cluster(t, "c", "1"), eds},
 		"duplicate":     {cluster(t, "b", "1"), cluster(t, "b", "2")},
-		"ttl":           {ttl},
-		"heartbeat":     {heartbeat},
+		"unnamed":       {unnamed},
+		"undecodable":   {cluster(t, "c", "1"), undecodable},
 	}
 	for _, nonce := range slices.Sorted(maps.Keys(bad)) {
 		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: nonce, Resources: bad[nonce],

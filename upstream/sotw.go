@@ -127,11 +127,15 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 	ts.nonce = resp.Nonce
 	ss.cancelDeferred(ts) // a newer response supersedes a NACK still waiting
 	replace := shard.FullState(resp.TypeURL)
-	resources, verr := ss.valid.resources(resp.TypeURL, resp.Resources, replace)
+	cands, beats, verr := unwrapSotW(resp.Resources)
+	var resources []*shard.Resource
+	if verr == nil {
+		resources, verr = ss.valid.resources(resp.TypeURL, cands, replace)
+	}
 	if verr != nil {
 		return false, ss.nack(resp, ts, verr)
 	}
-	ss.class.Apply(resp.TypeURL, resources, replace)
+	ss.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Heartbeats: beats, Replace: replace})
 	ss.versions[resp.TypeURL] = resp.VersionInfo
 	ts.rejected, ts.repeats = "", 0
 	ss.setStatus(func(st *StreamStatus) {

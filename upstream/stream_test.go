@@ -114,6 +114,8 @@ type nopWatcher struct{}
 
 func (nopWatcher) ShardChanged(*shard.Shard) {}
 
+func (nopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
+
 func newClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Class, *shard.Shard) {
 	t.Helper()
 	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: bo}, zaptest.NewLogger(t))

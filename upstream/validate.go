@@ -33,19 +33,57 @@ type validator struct {
 
 func newValidator() *validator { return &validator{checked: map[string]map[string]uint64{}} }
 
-// resources validates the raw resources of one response of typeURL: each must
+// candidate is one resource of a response, before validation.
+type candidate struct {
+	raw      []byte // the encoded google.protobuf.Any of the resource
+	ttl      []byte // the encoded TTL Duration, nil when none
+	declared string // the name a Resource wrapper gave it ("" when none)
+}
+
+// unwrapSotW turns the resources of a SotW response into candidates and
+// heartbeats: a resource wrapped in envoy.service.discovery.v3.Resource (for
+// its TTL) is unwrapped; a wrapper without a resource is a heartbeat.
+func unwrapSotW(raws [][]byte) ([]candidate, []shard.HeartbeatEntry, error) {
+	cands := make([]candidate, 0, len(raws))
+	var beats []shard.HeartbeatEntry
+	for i, raw := range raws {
+		anyType, value, err := wire.ParseAny(raw)
+		if err != nil {
+			return nil, nil, reject("resources[%d]: malformed google.protobuf.Any: %v", i, err)
+		}
+		if anyType != wire.ResourceTypeURL {
+			cands = append(cands, candidate{raw: raw})
+			continue
+		}
+		r, err := wire.ParseDeltaResource(value)
+		switch {
+		case err != nil:
+			return nil, nil, reject("resources[%d]: malformed Resource wrapper: %v", i, err)
+		case r.Any == nil && r.Name == "":
+			return nil, nil, reject("resources[%d]: Resource wrapper with neither resource nor name", i)
+		case r.Any == nil:
+			beats = append(beats, shard.HeartbeatEntry{Name: r.Name, TTL: bytes.Clone(r.TTL)})
+		default:
+			cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name})
+		}
+	}
+	return cands, beats, nil
+}
+
+// resources validates the resources of one response of typeURL: each must
 // be a well-formed Any of the response's type, decodable when the type is
-// known to the relay, with a non-empty name unique within the response.
-func (v *validator) resources(typeURL string, raws [][]byte, replace bool) ([]*shard.Resource, error) {
+// known to the relay, with a non-empty name (matching its wrapper's, if
+// any) unique within the response.
+func (v *validator) resources(typeURL string, cands []candidate, replace bool) ([]*shard.Resource, error) {
 	var msgType protoreflect.MessageType
 	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL); err == nil {
 		msgType = mt
 	}
 	prev := v.checked[typeURL]
-	next := make(map[string]uint64, len(raws))
-	out := make([]*shard.Resource, 0, len(raws))
-	for i, raw := range raws {
-		anyType, value, err := wire.ParseAny(raw)
+	next := make(map[string]uint64, len(cands))
+	out := make([]*shard.Resource, 0, len(cands))
+	for i, c := range cands {
+		anyType, value, err := wire.ParseAny(c.raw)
 		if err != nil {
 			return nil, reject("resources[%d]: malformed google.protobuf.Any: %v", i, err)
 		}
@@ -56,10 +94,13 @@ func (v *validator) resources(typeURL string, raws [][]byte, replace bool) ([]*s
 		if err != nil {
 			return nil, reject("resources[%d]: %v", i, err)
 		}
+		if c.declared != "" && c.declared != name {
+			return nil, reject("resources[%d]: Resource.name %q does not match the resource's name %q", i, c.declared, name)
+		}
 		if _, dup := next[name]; dup {
 			return nil, reject("resources[%d]: duplicate resource name %q", i, name)
 		}
-		hash := dedup.ResourceHash(raw)
+		hash := dedup.ResourceHashTTL(c.raw, c.ttl)
 		if msgType != nil && prev[name] != hash {
 			if err := proto.Unmarshal(value, msgType.New().Interface()); err != nil {
 				return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
@@ -68,7 +109,7 @@ func (v *validator) resources(typeURL string, raws [][]byte, replace bool) ([]*s
 		next[name] = hash
 		// Copy: raw aliases the whole received message, which must not stay
 		// pinned by the one resource that outlives it.
-		out = append(out, &shard.Resource{Name: name, Any: bytes.Clone(raw), Hash: hash})
+		out = append(out, &shard.Resource{Name: name, Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash})
 	}
 	if !replace && prev != nil {
 		// A merge update carries only some resources: remember the rest too.

@@ -47,7 +47,10 @@ func TestValidatorRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := newValidator().resources(clusterType, tc.raws, true)
+			cands, _, err := unwrapSotW(tc.raws)
+			if err == nil {
+				_, err = newValidator().resources(clusterType, cands, true)
+			}
 			var rej *RejectError
 			if !errors.As(err, &rej) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want a RejectError containing %q", err, tc.want)
@@ -58,7 +61,7 @@ func TestValidatorRejects(t *testing.T) {
 
 func TestValidatorAcceptsAndCopies(t *testing.T) {
 	raw := anyOf(t, &clusterv3.Cluster{Name: "a"})
-	out, err := newValidator().resources(clusterType, [][]byte{raw}, true)
+	out, err := newValidator().resources(clusterType, []candidate{{raw: raw}}, true)
 	if err != nil || len(out) != 1 || out[0].Name != "a" {
 		t.Fatalf("got %v, %v", out, err)
 	}

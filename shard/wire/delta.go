@@ -19,23 +19,47 @@ const (
 	resTTL      protowire.Number = 6
 )
 
-// DeltaEntry encodes one resources entry of a DeltaDiscoveryResponse (the
-// field tag included): a Resource with name, version and the encoded Any.
-// It is built once per resource version and shared by every response that
-// carries it.
-func DeltaEntry(name, version string, encodedAny []byte) []byte {
-	inner := protowire.SizeTag(resName) + protowire.SizeBytes(len(name)) +
-		protowire.SizeTag(resVersion) + protowire.SizeBytes(len(version)) +
-		protowire.SizeTag(resResource) + protowire.SizeBytes(len(encodedAny))
-	b := make([]byte, 0, protowire.SizeTag(deltaResources)+protowire.SizeBytes(inner))
-	b = protowire.AppendTag(b, deltaResources, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(inner))
+// ResourceTypeURL is the type URL of envoy.service.discovery.v3.Resource,
+// the wrapper that carries a TTL in SotW responses.
+const ResourceTypeURL = "type.googleapis.com/envoy.service.discovery.v3.Resource"
+
+// appendResource appends an encoded Resource message (no outer tag): name,
+// version (if any), the encoded Any (nil for a heartbeat) and the encoded
+// TTL Duration (if any).
+func appendResource(b []byte, name, version string, encodedAny, ttl []byte) []byte {
 	b = protowire.AppendTag(b, resName, protowire.BytesType)
 	b = protowire.AppendString(b, name)
-	b = protowire.AppendTag(b, resVersion, protowire.BytesType)
-	b = protowire.AppendString(b, version)
-	b = protowire.AppendTag(b, resResource, protowire.BytesType)
-	return protowire.AppendBytes(b, encodedAny)
+	if version != "" {
+		b = protowire.AppendTag(b, resVersion, protowire.BytesType)
+		b = protowire.AppendString(b, version)
+	}
+	if encodedAny != nil {
+		b = protowire.AppendTag(b, resResource, protowire.BytesType)
+		b = protowire.AppendBytes(b, encodedAny)
+	}
+	if ttl != nil {
+		b = protowire.AppendTag(b, resTTL, protowire.BytesType)
+		b = protowire.AppendBytes(b, ttl)
+	}
+	return b
+}
+
+// DeltaEntry encodes one resources entry of a DeltaDiscoveryResponse (the
+// field tag included): a Resource with name, version, the encoded Any (nil:
+// a TTL heartbeat) and the TTL (nil: none). It is built once per resource
+// version and shared by every response that carries it.
+func DeltaEntry(name, version string, encodedAny, ttl []byte) []byte {
+	inner := appendResource(nil, name, version, encodedAny, ttl)
+	b := make([]byte, 0, len(inner)+protowire.SizeTag(deltaResources)+protowire.SizeVarint(uint64(len(inner))))
+	b = protowire.AppendTag(b, deltaResources, protowire.BytesType)
+	return protowire.AppendBytes(b, inner)
+}
+
+// WrappedAny encodes a google.protobuf.Any holding a Resource wrapper, as
+// SotW responses carry resources with a TTL (and heartbeats, encodedAny nil)
+// to clients that support xds.config.supports-resource-in-sotw.
+func WrappedAny(name string, encodedAny, ttl []byte) []byte {
+	return AppendAny(nil, ResourceTypeURL, appendResource(nil, name, "", encodedAny, ttl))
 }
 
 // DeltaBodyBuilder assembles a nonce-less DeltaDiscoveryResponse from
@@ -132,7 +156,7 @@ type DeltaResource struct {
 	Name    string
 	Version string
 	Any     []byte // the encoded google.protobuf.Any; nil for a TTL heartbeat
-	HasTTL  bool
+	TTL     []byte // the encoded google.protobuf.Duration; nil when none
 }
 
 // ParseDeltaResource reads one encoded Resource.
@@ -147,7 +171,7 @@ func ParseDeltaResource(b []byte) (DeltaResource, error) {
 		case resResource:
 			r.Any = v
 		case resTTL:
-			r.HasTTL = true
+			r.TTL = v
 		}
 	})
 	return r, err

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 const clusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
@@ -145,7 +147,7 @@ func TestCodecStampedIsZeroCopy(t *testing.T) {
 func TestDeltaBodyDecodes(t *testing.T) {
 	a := mustAny(t, &clusterv3.Cluster{Name: "a"})
 	db := NewDeltaBodyBuilder("sys1", 0)
-	db.AddEntry(DeltaEntry("a", "va", a))
+	db.AddEntry(DeltaEntry("a", "va", a, nil))
 	db.AddRemoved("gone")
 	body := append(db.Finish(clusterType), NonceSuffix("n7")...)
 	var got discoveryv3.DeltaDiscoveryResponse
@@ -165,7 +167,7 @@ func TestDeltaBodyDecodes(t *testing.T) {
 
 func TestParseDeltaResponse(t *testing.T) {
 	db := NewDeltaBodyBuilder("s", 0)
-	db.AddEntry(DeltaEntry("a", "v", mustAny(t, &clusterv3.Cluster{Name: "a"})))
+	db.AddEntry(DeltaEntry("a", "v", mustAny(t, &clusterv3.Cluster{Name: "a"}), nil))
 	db.AddRemoved("x")
 	db.AddRemoved("y")
 	got, err := ParseDeltaResponse(append(db.Finish(clusterType), NonceSuffix("n")...))
@@ -175,5 +177,37 @@ func TestParseDeltaResponse(t *testing.T) {
 	}
 	if _, err := ParseDeltaResponse([]byte{0x0a, 0x05, 'x'}); err == nil {
 		t.Fatal("truncated delta response parsed")
+	}
+}
+
+func TestTTLEncodings(t *testing.T) {
+	a := mustAny(t, &clusterv3.Cluster{Name: "a"})
+	ttl, _ := proto.Marshal(durationpb.New(30 * time.Second))
+	// Delta entry with TTL, and a heartbeat (no resource).
+	db := NewDeltaBodyBuilder("s", 0)
+	db.AddEntry(DeltaEntry("a", "v1", a, ttl))
+	db.AddEntry(DeltaEntry("b", "v2", nil, ttl))
+	var d discoveryv3.DeltaDiscoveryResponse
+	if err := proto.Unmarshal(db.Finish(clusterType), &d); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.GetResources()[0]; r.GetTtl().AsDuration() != 30*time.Second || r.GetResource() == nil {
+		t.Fatalf("entry with TTL: %v", r)
+	}
+	if r := d.GetResources()[1]; r.GetName() != "b" || r.GetResource() != nil || r.GetTtl() == nil || r.GetVersion() != "v2" {
+		t.Fatalf("heartbeat entry: %v", r)
+	}
+	// SotW wrapper.
+	var w anypb.Any
+	if err := proto.Unmarshal(WrappedAny("a", a, ttl), &w); err != nil || w.GetTypeUrl() != ResourceTypeURL {
+		t.Fatalf("wrapped any: %v %v", &w, err)
+	}
+	var res discoveryv3.Resource
+	if err := w.UnmarshalTo(&res); err != nil || res.GetName() != "a" || res.GetTtl().AsDuration() != 30*time.Second || res.GetResource().GetTypeUrl() != clusterType {
+		t.Fatalf("wrapped resource: %v %v", &res, err)
+	}
+	parsed, err := ParseDeltaResource(appendResource(nil, "a", "v", a, ttl))
+	if err != nil || parsed.Name != "a" || string(parsed.TTL) != string(ttl) || parsed.Any == nil {
+		t.Fatalf("ParseDeltaResource = %+v, %v", parsed, err)
 	}
 }

@@ -165,6 +165,8 @@ type nopWatcher struct{}
 
 func (*nopWatcher) ShardChanged(*shard.Shard) {}
 
+func (*nopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
+
 // TestInterestReapply checks that resources a class dropped (its last
 // subscriber left) come back when a client subscribes again, and that a type
 // no file has is served as empty.
