@@ -14,14 +14,24 @@ func ResourceHash(encoded []byte) uint64 { return xxhash.Sum64(encoded) }
 
 // ResourceHashTTL is the content hash of a resource delivered with a TTL
 // (the encoded Duration): a new TTL is a new version of the resource.
-func ResourceHashTTL(encoded, ttl []byte) uint64 {
-	if ttl == nil {
+func ResourceHashTTL(encoded, ttl []byte) uint64 { return ResourceHashFull(encoded, ttl, nil) }
+
+// ResourceHashFull is the content hash of a resource with its TTL and
+// aliases (delta upstreams): a change of either is a change of the resource.
+func ResourceHashFull(encoded, ttl []byte, aliases []string) uint64 {
+	if ttl == nil && len(aliases) == 0 {
 		return ResourceHash(encoded)
 	}
 	d := xxhash.New()
 	_, _ = d.Write(encoded)
-	_, _ = d.Write([]byte{0xff, 't', 't', 'l'})
-	_, _ = d.Write(ttl)
+	if ttl != nil {
+		_, _ = d.Write([]byte{0xff, 't', 't', 'l'})
+		_, _ = d.Write(ttl)
+	}
+	for _, a := range aliases {
+		_, _ = d.Write([]byte{0xff, 'a'})
+		_, _ = d.WriteString(a)
+	}
 	return d.Sum64()
 }
 

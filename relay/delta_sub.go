@@ -136,6 +136,35 @@ func (d *deltaSub) held(name string) (string, bool) {
 	return "", false
 }
 
+// overridden returns the override of a resource, by its name or, when the
+// client subscribed by alias, by an alias; a marker asking to send or tell
+// wins over a held version.
+func (d *deltaSub) overridden(r *shard.Resource) (string, bool) {
+	v, ok := d.over[r.Name]
+	if ok && (v == mustSend || v == mustTell) {
+		return v, true
+	}
+	for _, a := range r.Aliases {
+		if av, aok := d.over[a]; aok {
+			if av == mustSend || av == mustTell {
+				return av, true
+			}
+			if !ok {
+				v, ok = av, true
+			}
+		}
+	}
+	return v, ok
+}
+
+// heldResource is the version of r the client holds.
+func (d *deltaSub) heldResource(r *shard.Resource) (string, bool) {
+	if v, ok := d.overridden(r); ok {
+		return v, v != holdNone
+	}
+	return d.held(r.Name)
+}
+
 // advance moves the client to shard version c and returns the nonce-less
 // response that does it, or nil when the client needs nothing. A client that
 // held c's previous version gets c's shared, once-encoded delta.
@@ -178,7 +207,7 @@ func (d *deltaSub) advance(c *shard.Response) []byte {
 // overrides still unresolved after that.
 func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed []string, keep map[string]string) {
 	for _, r := range c.Resources {
-		if v, ok := d.held(r.Name); !ok || v != r.Version() {
+		if v, ok := d.heldResource(r); !ok || v != r.Version() {
 			changed = append(changed, r)
 		}
 	}
@@ -207,7 +236,7 @@ func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed
 	}
 	if d.base != nil && c.AbsenceKnown {
 		for _, r := range d.base.Resources {
-			if _, overridden := d.over[r.Name]; !overridden && c.KnownAbsent(r.Name) {
+			if _, overridden := d.overridden(r); !overridden && c.KnownAbsent(r.Name) {
 				removed = append(removed, r.Name)
 			}
 		}

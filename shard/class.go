@@ -172,11 +172,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	}
 	changed := t.apply(resources, u.Replace)
 	for _, n := range u.Removed {
-		if _, ok := t.resources[n]; ok {
-			delete(t.resources, n)
-			t.sorted = nil
-			changed = append(changed, n)
-		}
+		changed = append(changed, t.drop(n)...)
 	}
 	changed = append(changed, t.resolvePending(time.Now(), false)...)
 	var shards map[*Shard]struct{}

@@ -12,10 +12,11 @@ import (
 // google.protobuf.Any, kept as bytes and never re-marshaled. Immutable once
 // shared; create it by address (&Resource{...}).
 type Resource struct {
-	Name string
-	Any  []byte // encoded google.protobuf.Any
-	TTL  []byte // encoded google.protobuf.Duration, nil when the upstream set none
-	Hash uint64 // dedup.ResourceHashTTL(Any, TTL)
+	Name    string
+	Aliases []string // other names clients may subscribe to it by (delta upstreams)
+	Any     []byte   // encoded google.protobuf.Any
+	TTL     []byte   // encoded google.protobuf.Duration, nil when the upstream set none
+	Hash    uint64   // dedup.ResourceHashFull(Any, TTL, Aliases)
 
 	entry atomic.Pointer[[]byte] // the delta entry, encoded on first use
 }
@@ -30,7 +31,7 @@ func (r *Resource) DeltaEntry() []byte {
 	if p := r.entry.Load(); p != nil {
 		return *p
 	}
-	e := wire.DeltaEntry(r.Name, r.Version(), r.Any, r.TTL)
+	e := wire.DeltaEntry(r.Name, r.Version(), r.Aliases, r.Any, r.TTL)
 	r.entry.Store(&e)
 	return e
 }
@@ -50,6 +51,9 @@ type Response struct {
 	// Unknown: subscribed names whose existence the upstream has not told
 	// yet; absent from Resources, but not known to be absent.
 	Unknown []string
+	// Aliases maps the aliases of the resources to their names (nil when
+	// none has any).
+	Aliases map[string]string
 	// HasTTL: some resource carries a TTL (see WrappedBody).
 	HasTTL bool
 
@@ -122,16 +126,17 @@ func (h *Heartbeat) DeltaBody() []byte {
 	}
 	db := wire.NewDeltaBodyBuilder(h.Response.Version, 64*len(h.Resources))
 	for i, r := range h.Resources {
-		db.AddEntry(wire.DeltaEntry(r.Name, r.Version(), nil, h.TTLs[i]))
+		db.AddEntry(wire.DeltaEntry(r.Name, r.Version(), r.Aliases, nil, h.TTLs[i]))
 	}
 	b := db.Finish(h.Response.TypeURL)
 	h.delta.Store(&b)
 	return b
 }
 
-// Has reports whether the response carries the named resource.
+// Has reports whether the response carries the resource named (or aliased)
+// name.
 func (r *Response) Has(name string) bool {
-	_, ok := slices.BinarySearch(r.Names, name)
+	_, ok := r.Lookup(name)
 	return ok
 }
 
@@ -144,10 +149,14 @@ func (r *Response) KnownAbsent(name string) bool {
 	return !unknown
 }
 
-// Lookup returns the named resource, if the response carries it.
+// Lookup returns the resource named (or aliased) name, if the response
+// carries it.
 func (r *Response) Lookup(name string) (*Resource, bool) {
 	if i, ok := slices.BinarySearch(r.Names, name); ok {
 		return r.Resources[i], true
+	}
+	if n, ok := r.Aliases[name]; ok {
+		return r.Lookup(n)
 	}
 	return nil, false
 }

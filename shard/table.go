@@ -3,6 +3,7 @@ package shard
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/xds-relay/xds-relay/dedup"
@@ -43,7 +44,8 @@ type table struct {
 	pending map[string]time.Time
 
 	resources map[string]*Resource
-	sorted    []string // sorted keys of resources; nil when stale
+	sorted    []string          // sorted keys of resources; nil when stale
+	aliases   map[string]string // alias -> resource name (delta upstreams' Resource.aliases)
 
 	shards    map[Key][]*Shard // a slice only to survive hash collisions
 	byName    map[string]map[*Shard]struct{}
@@ -55,6 +57,7 @@ func newTable(typeURL string) *table {
 		typeURL:   typeURL,
 		fullState: FullState(typeURL),
 		resources: map[string]*Resource{},
+		aliases:   map[string]string{},
 		shards:    map[Key][]*Shard{},
 		byName:    map[string]map[*Shard]struct{}{},
 		wildcards: map[*Shard]struct{}{},
@@ -108,7 +111,7 @@ func (t *table) markPending(name string) {
 	if !(t.fullState || t.incremental) || !t.reported || t.requested.Wildcard || t.requested.Has(name) {
 		return
 	}
-	if _, held := t.resources[name]; !held {
+	if _, held := t.resource(name); !held {
 		t.pending[name] = time.Time{}
 	}
 }
@@ -182,7 +185,7 @@ func (t *table) setRequested(sub Subscription, now time.Time) (deadline time.Tim
 		// the very first request of a type, too, whose names nobody could
 		// mark pending when they were subscribed.
 		for _, n := range sub.Names {
-			if _, held := t.resources[n]; !held && !t.requested.Has(n) {
+			if _, held := t.resource(n); !held && !t.requested.Has(n) {
 				if _, ok := t.pending[n]; !ok {
 					t.pending[n] = time.Time{}
 				}
@@ -211,10 +214,9 @@ func (t *table) setRequested(sub Subscription, now time.Time) (deadline time.Tim
 	if sub.Wildcard || len(t.wildcards) > 0 {
 		return deadline
 	}
-	for name := range t.resources {
-		if _, needed := t.byName[name]; !needed && !sub.Has(name) {
-			delete(t.resources, name)
-			t.sorted = nil
+	for name, r := range t.resources {
+		if !t.needed(r, sub) {
+			t.drop(name)
 		}
 	}
 	return deadline
@@ -236,24 +238,75 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 	seen := make(map[string]struct{}, len(update))
 	for _, r := range update {
 		seen[r.Name] = struct{}{}
-		if old, ok := t.resources[r.Name]; ok && old.Hash == r.Hash {
+		old, ok := t.resources[r.Name]
+		if ok && old.Hash == r.Hash {
 			continue
-		} else if !ok {
+		}
+		if ok {
+			changed = append(changed, t.unindexAliases(old)...)
+		} else {
 			t.sorted = nil
 		}
 		t.resources[r.Name] = r
+		for _, a := range r.Aliases {
+			t.aliases[a] = r.Name
+		}
 		changed = append(changed, r.Name)
+		changed = append(changed, r.Aliases...)
 	}
 	if replace {
 		for name := range t.resources {
 			if _, ok := seen[name]; !ok {
-				delete(t.resources, name)
-				t.sorted = nil
-				changed = append(changed, name)
+				changed = append(changed, t.drop(name)...)
 			}
 		}
 	}
 	return changed
+}
+
+// drop deletes a resource; it returns the names shards may know it by.
+func (t *table) drop(name string) []string {
+	r, ok := t.resources[name]
+	if !ok {
+		return nil
+	}
+	delete(t.resources, name)
+	t.sorted = nil
+	return append(t.unindexAliases(r), name)
+}
+
+func (t *table) unindexAliases(r *Resource) []string {
+	for _, a := range r.Aliases {
+		if t.aliases[a] == r.Name {
+			delete(t.aliases, a)
+		}
+	}
+	return r.Aliases
+}
+
+// resource finds a resource by name or alias.
+func (t *table) resource(name string) (*Resource, bool) {
+	if r, ok := t.resources[name]; ok {
+		return r, true
+	}
+	if n, ok := t.aliases[name]; ok {
+		return t.resources[n], true
+	}
+	return nil, false
+}
+
+// needed reports whether a shard subscribes to r by name or alias, or sub
+// (what the upstream was asked for) names it.
+func (t *table) needed(r *Resource, sub Subscription) bool {
+	if _, ok := t.byName[r.Name]; ok || sub.Has(r.Name) {
+		return true
+	}
+	for _, a := range r.Aliases {
+		if _, ok := t.byName[a]; ok || sub.Has(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // affected returns the shards whose content may depend on the named
@@ -279,22 +332,29 @@ func (t *table) rebuild(s *Shard) bool {
 	if len(unknown) > 0 && t.fullState {
 		return false // nor a full-state shard one lacking a name not yet answered
 	}
-	var names []string
+	var included []*Resource
 	if s.Sub.Wildcard {
-		names = t.sortedNames()
 		// Explicit names are already covered: the table only holds resources
 		// of the class's union interest, and a wildcard shard takes them all.
+		names := t.sortedNames()
+		included = make([]*Resource, 0, len(names))
+		for _, n := range names {
+			included = append(included, t.resources[n])
+		}
 	} else {
-		names = s.Sub.Names
+		included = t.selectNames(s.Sub.Names)
 	}
 	h := dedup.NewSetHasher(t.typeURL)
-	included := make([]*Resource, 0, len(names))
 	size := 0
-	for _, n := range names {
-		if r, ok := t.resources[n]; ok {
-			h.Add(n, r.Hash)
-			included = append(included, r)
-			size += len(r.Any) + 8
+	var aliases map[string]string
+	for _, r := range included {
+		h.Add(r.Name, r.Hash)
+		size += len(r.Any) + 8
+		for _, a := range r.Aliases {
+			if aliases == nil {
+				aliases = map[string]string{}
+			}
+			aliases[a] = r.Name
 		}
 	}
 	for _, n := range unknown {
@@ -319,7 +379,7 @@ func (t *table) rebuild(s *Shard) bool {
 		outNames[i] = r.Name
 	}
 	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: bb.Finish(t.typeURL),
-		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown}
+		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown, Aliases: aliases}
 	for _, r := range included {
 		next.HasTTL = next.HasTTL || r.TTL != nil
 	}
@@ -355,4 +415,24 @@ func diff(old, next *Response) (changed []*Resource, removed []string) {
 		}
 	}
 	return changed, removed
+}
+
+// selectNames returns the resources subscribed to by name or alias, each
+// once, sorted by name.
+func (t *table) selectNames(names []string) []*Resource {
+	out := make([]*Resource, 0, len(names))
+	aliased := false
+	for _, n := range names {
+		if r, ok := t.resources[n]; ok {
+			out = append(out, r)
+		} else if r, ok := t.resource(n); ok {
+			out = append(out, r)
+			aliased = true
+		}
+	}
+	if aliased {
+		slices.SortFunc(out, func(a, b *Resource) int { return strings.Compare(a.Name, b.Name) })
+		out = slices.CompactFunc(out, func(a, b *Resource) bool { return a == b })
+	}
+	return out
 }

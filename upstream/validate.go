@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -35,9 +36,10 @@ func newValidator() *validator { return &validator{checked: map[string]map[strin
 
 // candidate is one resource of a response, before validation.
 type candidate struct {
-	raw      []byte // the encoded google.protobuf.Any of the resource
-	ttl      []byte // the encoded TTL Duration, nil when none
-	declared string // the name a Resource wrapper gave it ("" when none)
+	raw      []byte   // the encoded google.protobuf.Any of the resource
+	ttl      []byte   // the encoded TTL Duration, nil when none
+	declared string   // the name a Resource wrapper gave it ("" when none)
+	aliases  []string // the aliases a delta Resource gave it
 }
 
 // unwrapSotW turns the resources of a SotW response into candidates and
@@ -100,7 +102,7 @@ func (v *validator) resources(typeURL string, cands []candidate, replace bool) (
 		if _, dup := next[name]; dup {
 			return nil, reject("resources[%d]: duplicate resource name %q", i, name)
 		}
-		hash := dedup.ResourceHashTTL(c.raw, c.ttl)
+		hash := dedup.ResourceHashFull(c.raw, c.ttl, c.aliases)
 		if msgType != nil && prev[name] != hash {
 			if err := proto.Unmarshal(value, msgType.New().Interface()); err != nil {
 				return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
@@ -109,7 +111,7 @@ func (v *validator) resources(typeURL string, cands []candidate, replace bool) (
 		next[name] = hash
 		// Copy: raw aliases the whole received message, which must not stay
 		// pinned by the one resource that outlives it.
-		out = append(out, &shard.Resource{Name: name, Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash})
+		out = append(out, &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash})
 	}
 	if !replace && prev != nil {
 		// A merge update carries only some resources: remember the rest too.

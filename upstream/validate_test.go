@@ -85,3 +85,19 @@ func TestBackoffBounds(t *testing.T) {
 		}
 	}
 }
+
+// Aliases from a delta upstream are kept, and are part of the content hash.
+func TestValidatorKeepsAliases(t *testing.T) {
+	raw := anyOf(t, &clusterv3.Cluster{Name: "a"})
+	plain, err := newValidator().resources(clusterType, []candidate{{raw: raw}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliased, err := newValidator().resources(clusterType, []candidate{{raw: raw, aliases: []string{"alias-a"}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(aliased[0].Aliases) != 1 || aliased[0].Aliases[0] != "alias-a" || aliased[0].Hash == plain[0].Hash {
+		t.Fatalf("aliased resource = %+v (plain hash %x)", aliased[0], plain[0].Hash)
+	}
+}

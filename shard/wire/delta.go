@@ -16,6 +16,7 @@ const (
 	resVersion  protowire.Number = 1
 	resResource protowire.Number = 2
 	resName     protowire.Number = 3
+	resAliases  protowire.Number = 4
 	resTTL      protowire.Number = 6
 )
 
@@ -24,11 +25,15 @@ const (
 const ResourceTypeURL = "type.googleapis.com/envoy.service.discovery.v3.Resource"
 
 // appendResource appends an encoded Resource message (no outer tag): name,
-// version (if any), the encoded Any (nil for a heartbeat) and the encoded
-// TTL Duration (if any).
-func appendResource(b []byte, name, version string, encodedAny, ttl []byte) []byte {
+// aliases, version (if any), the encoded Any (nil for a heartbeat) and the
+// encoded TTL Duration (if any).
+func appendResource(b []byte, name, version string, aliases []string, encodedAny, ttl []byte) []byte {
 	b = protowire.AppendTag(b, resName, protowire.BytesType)
 	b = protowire.AppendString(b, name)
+	for _, a := range aliases {
+		b = protowire.AppendTag(b, resAliases, protowire.BytesType)
+		b = protowire.AppendString(b, a)
+	}
 	if version != "" {
 		b = protowire.AppendTag(b, resVersion, protowire.BytesType)
 		b = protowire.AppendString(b, version)
@@ -45,11 +50,11 @@ func appendResource(b []byte, name, version string, encodedAny, ttl []byte) []by
 }
 
 // DeltaEntry encodes one resources entry of a DeltaDiscoveryResponse (the
-// field tag included): a Resource with name, version, the encoded Any (nil:
-// a TTL heartbeat) and the TTL (nil: none). It is built once per resource
-// version and shared by every response that carries it.
-func DeltaEntry(name, version string, encodedAny, ttl []byte) []byte {
-	inner := appendResource(nil, name, version, encodedAny, ttl)
+// field tag included): a Resource with name, aliases, version, the encoded
+// Any (nil: a TTL heartbeat) and the TTL (nil: none). It is built once per
+// resource version and shared by every response that carries it.
+func DeltaEntry(name, version string, aliases []string, encodedAny, ttl []byte) []byte {
+	inner := appendResource(nil, name, version, aliases, encodedAny, ttl)
 	b := make([]byte, 0, len(inner)+protowire.SizeTag(deltaResources)+protowire.SizeVarint(uint64(len(inner))))
 	b = protowire.AppendTag(b, deltaResources, protowire.BytesType)
 	return protowire.AppendBytes(b, inner)
@@ -59,7 +64,7 @@ func DeltaEntry(name, version string, encodedAny, ttl []byte) []byte {
 // SotW responses carry resources with a TTL (and heartbeats, encodedAny nil)
 // to clients that support xds.config.supports-resource-in-sotw.
 func WrappedAny(name string, encodedAny, ttl []byte) []byte {
-	return AppendAny(nil, ResourceTypeURL, appendResource(nil, name, "", encodedAny, ttl))
+	return AppendAny(nil, ResourceTypeURL, appendResource(nil, name, "", nil, encodedAny, ttl))
 }
 
 // DeltaBodyBuilder assembles a nonce-less DeltaDiscoveryResponse from
@@ -155,6 +160,7 @@ func forEachBytesField(b []byte, f func(protowire.Number, []byte)) error {
 type DeltaResource struct {
 	Name    string
 	Version string
+	Aliases []string
 	Any     []byte // the encoded google.protobuf.Any; nil for a TTL heartbeat
 	TTL     []byte // the encoded google.protobuf.Duration; nil when none
 }
@@ -172,6 +178,8 @@ func ParseDeltaResource(b []byte) (DeltaResource, error) {
 			r.Any = v
 		case resTTL:
 			r.TTL = v
+		case resAliases:
+			r.Aliases = append(r.Aliases, string(v))
 		}
 	})
 	return r, err

@@ -147,7 +147,7 @@ func TestCodecStampedIsZeroCopy(t *testing.T) {
 func TestDeltaBodyDecodes(t *testing.T) {
 	a := mustAny(t, &clusterv3.Cluster{Name: "a"})
 	db := NewDeltaBodyBuilder("sys1", 0)
-	db.AddEntry(DeltaEntry("a", "va", a, nil))
+	db.AddEntry(DeltaEntry("a", "va", nil, a, nil))
 	db.AddRemoved("gone")
 	body := append(db.Finish(clusterType), NonceSuffix("n7")...)
 	var got discoveryv3.DeltaDiscoveryResponse
@@ -167,7 +167,7 @@ func TestDeltaBodyDecodes(t *testing.T) {
 
 func TestParseDeltaResponse(t *testing.T) {
 	db := NewDeltaBodyBuilder("s", 0)
-	db.AddEntry(DeltaEntry("a", "v", mustAny(t, &clusterv3.Cluster{Name: "a"}), nil))
+	db.AddEntry(DeltaEntry("a", "v", nil, mustAny(t, &clusterv3.Cluster{Name: "a"}), nil))
 	db.AddRemoved("x")
 	db.AddRemoved("y")
 	got, err := ParseDeltaResponse(append(db.Finish(clusterType), NonceSuffix("n")...))
@@ -185,13 +185,13 @@ func TestTTLEncodings(t *testing.T) {
 	ttl, _ := proto.Marshal(durationpb.New(30 * time.Second))
 	// Delta entry with TTL, and a heartbeat (no resource).
 	db := NewDeltaBodyBuilder("s", 0)
-	db.AddEntry(DeltaEntry("a", "v1", a, ttl))
-	db.AddEntry(DeltaEntry("b", "v2", nil, ttl))
+	db.AddEntry(DeltaEntry("a", "v1", []string{"alias-a"}, a, ttl))
+	db.AddEntry(DeltaEntry("b", "v2", nil, nil, ttl))
 	var d discoveryv3.DeltaDiscoveryResponse
 	if err := proto.Unmarshal(db.Finish(clusterType), &d); err != nil {
 		t.Fatal(err)
 	}
-	if r := d.GetResources()[0]; r.GetTtl().AsDuration() != 30*time.Second || r.GetResource() == nil {
+	if r := d.GetResources()[0]; r.GetTtl().AsDuration() != 30*time.Second || r.GetResource() == nil || len(r.GetAliases()) != 1 || r.GetAliases()[0] != "alias-a" {
 		t.Fatalf("entry with TTL: %v", r)
 	}
 	if r := d.GetResources()[1]; r.GetName() != "b" || r.GetResource() != nil || r.GetTtl() == nil || r.GetVersion() != "v2" {
@@ -206,8 +206,8 @@ func TestTTLEncodings(t *testing.T) {
 	if err := w.UnmarshalTo(&res); err != nil || res.GetName() != "a" || res.GetTtl().AsDuration() != 30*time.Second || res.GetResource().GetTypeUrl() != clusterType {
 		t.Fatalf("wrapped resource: %v %v", &res, err)
 	}
-	parsed, err := ParseDeltaResource(appendResource(nil, "a", "v", a, ttl))
-	if err != nil || parsed.Name != "a" || string(parsed.TTL) != string(ttl) || parsed.Any == nil {
+	parsed, err := ParseDeltaResource(appendResource(nil, "a", "v", []string{"x", "y"}, a, ttl))
+	if err != nil || parsed.Name != "a" || string(parsed.TTL) != string(ttl) || parsed.Any == nil || len(parsed.Aliases) != 2 {
 		t.Fatalf("ParseDeltaResource = %+v, %v", parsed, err)
 	}
 }
