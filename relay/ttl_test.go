@@ -346,3 +346,24 @@ func TestTTLReplaceKeepsHeartbeatOnlyResource(t *testing.T) {
 		t.Fatalf("status: pushes %d heartbeats %d, want 1 and 1", st.Pushes, st.Heartbeats)
 	}
 }
+
+// TestTTLHeartbeatTTLReachesLaterClients: a heartbeat may change a
+// resource's TTL (spec "TTL": heartbeats are "lightweight TTL updates"). A
+// client that subscribes after it must get the TTL the upstream set last,
+// not the one the resource first came with: with the old, shorter TTL it
+// would expire the resource before the upstream's next heartbeat.
+func TestTTLHeartbeatTTLReachesLaterClients(t *testing.T) {
+	h := newHarness(t)
+	a := withTTL(resource(t, EndpointType, "a", 1), ttlBytes(t, 5*time.Second))
+	h.class.ApplyUpdate(EndpointType, shard.Update{Resources: []*shard.Resource{a}})
+	h.class.ApplyUpdate(EndpointType, heartbeat(EndpointType, ttlBytes(t, time.Minute), "a"))
+
+	c := h.ads(t)
+	c.node = ttlAware("late")
+	c.subscribe(EndpointType, "a")
+	r := nextRaw(t, c)
+	if len(r.Resources) != 1 {
+		t.Fatalf("got %d resources, want a", len(r.Resources))
+	}
+	wantTTL(t, "a, for a client subscribing after a heartbeat set its TTL to 1m", wrapped(t, r.Resources[0]).Ttl, time.Minute)
+}
