@@ -160,7 +160,14 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	s.mu.Lock()
 	d.shard, d.switching = next, false
 	if next != nil {
-		s.queue.push(d, next, next.Current())
+		cur := next.Current()
+		if cur == nil && d.mustTell() {
+			// The spec's wildcard-unsubscribe exception needs an answer
+			// now, and the shard has none yet: by all the relay knows, the
+			// name is not there.
+			cur = &shard.Response{TypeURL: typeURL}
+		}
+		s.queue.push(d, next, cur)
 	}
 	s.mu.Unlock()
 	if old != nil && old != next {

@@ -119,6 +119,16 @@ func (d *deltaSub) forgetWildcardOnly() {
 	}
 }
 
+// mustTell reports whether a name awaits the wildcard-unsubscribe answer.
+func (d *deltaSub) mustTell() bool {
+	for _, v := range d.over {
+		if v == mustTell {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *deltaSub) subscription() shard.Subscription {
 	return shard.Subscription{Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names))}
 }

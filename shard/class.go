@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"sync"
@@ -8,6 +9,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-relay/xds-relay/dedup"
 )
 
 // Class is one node class: the resources its upstream sent, per type URL, and
@@ -162,12 +165,22 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	t := c.table(typeURL)
 	t.authoritative = u.Replace || u.Exact
 	resources := u.Resources
-	if u.Replace {
-		// A heartbeat says the resource is still there, unchanged.
-		for _, hb := range u.Heartbeats {
-			if r, ok := t.resources[hb.Name]; ok {
-				resources = append(resources, r)
+	beats := u.Heartbeats[:0:0]
+	for _, hb := range u.Heartbeats {
+		r, ok := t.resources[hb.Name]
+		switch {
+		case !ok:
+		case !bytes.Equal(r.TTL, hb.TTL):
+			// A new TTL is a new version of the resource (spec: the TTL is
+			// updated by re-sending the resource with it), so every client,
+			// including later ones, gets it.
+			resources = append(resources, &Resource{Name: r.Name, Aliases: r.Aliases, Any: r.Any, TTL: hb.TTL,
+				Hash: dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases)})
+		default:
+			if u.Replace {
+				resources = append(resources, r) // still there, unchanged
 			}
+			beats = append(beats, hb)
 		}
 	}
 	changed := t.apply(resources, u.Replace)
@@ -188,7 +201,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 		shards = t.affected(changed)
 	}
 	c.rebuildAndNotify(t, shards)
-	c.heartbeat(t, u.Heartbeats)
+	c.heartbeat(t, beats)
 }
 
 // heartbeat tells the watchers of each shard holding some of the refreshed

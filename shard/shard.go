@@ -40,8 +40,8 @@ func (r *Resource) DeltaEntry() []byte {
 // read-only by every stream of the shard. Immutable.
 type Response struct {
 	TypeURL   string
-	Version   string
-	Sum       uint64      // content hash Version is rendered from
+	Version   string      // the content hash, as clients see it
+	Sum       uint64      // identity of this shard version: the content hash, plus any Unknown names
 	Body      []byte      // SotW DiscoveryResponse without nonce (see wire.BodyBuilder)
 	Names     []string    // names of the resources, sorted
 	Resources []*Resource // the resources, in Names order

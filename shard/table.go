@@ -357,8 +357,12 @@ func (t *table) rebuild(s *Shard) bool {
 			aliases[a] = r.Name
 		}
 	}
+	// The version clients see is the content's; the pending names are part
+	// of the shard version's identity only (Sum), so resolving one is news
+	// to delta clients but not a new SotW version.
+	contentSum := h.Sum()
 	for _, n := range unknown {
-		h.Add("\x00unknown\x00"+n, 0) // resolving a name is a new version
+		h.Add("\x00unknown\x00"+n, 0)
 	}
 	sum := h.Sum()
 	cur := s.current.Load()
@@ -371,7 +375,7 @@ func (t *table) rebuild(s *Shard) bool {
 	if cur != nil && cur.Sum == sum {
 		return false
 	}
-	version := dedup.Version(sum)
+	version := dedup.Version(contentSum)
 	bb := wire.NewBodyBuilder(version, size)
 	outNames := make([]string, len(included))
 	for i, r := range included {

@@ -1,0 +1,272 @@
+package app_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+
+	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+	"github.com/xds-relay/xds-relay/relay"
+)
+
+const (
+	resourceWrapperType = "type.googleapis.com/envoy.service.discovery.v3.Resource"
+	heartbeatInterval   = 200 * time.Millisecond
+	clusterTTL          = 10 * time.Second
+)
+
+// startHeartbeatMgmt starts a go-control-plane v0.14 ADS server (SotW and
+// delta) whose snapshot cache heartbeats resources with a TTL every
+// heartbeatInterval. It returns the address and the cache.
+func startHeartbeatMgmt(t *testing.T) (string, cachev3.SnapshotCache) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cache := cachev3.NewSnapshotCacheWithHeartbeating(ctx, false, clusterHash{}, nil, heartbeatInterval)
+	g := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, cache, serverv3.CallbackFuncs{}))
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	t.Cleanup(func() {
+		g.Stop()
+		cancel() // ends the heartbeat goroutine
+		<-served
+	})
+	return lis.Addr().String(), cache
+}
+
+// setTTLSnapshot installs clusters for class; those in ttl get that TTL.
+func setTTLSnapshot(t *testing.T, cache cachev3.SnapshotCache, class, version string, ttl map[string]time.Duration, cs ...*clusterv3.Cluster) {
+	t.Helper()
+	var rs []types.ResourceWithTTL
+	for _, c := range cs {
+		r := types.ResourceWithTTL{Resource: c}
+		if d, ok := ttl[c.GetName()]; ok {
+			r.TTL = &d
+		}
+		rs = append(rs, r)
+	}
+	snap, err := cachev3.NewSnapshotWithTTLs(version, map[resource.Type][]types.ResourceWithTTL{resource.ClusterType: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.SetSnapshot(context.Background(), class, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sotwEntry is one resource of a SotW response as a TTL-aware client reads
+// it: its name, TTL (0: none), and whether it carries the resource.
+type sotwEntry struct {
+	name    string
+	ttl     time.Duration
+	hasBody bool
+}
+
+func readSotW(t *testing.T, resp *discoveryv3.DiscoveryResponse) map[string]sotwEntry {
+	t.Helper()
+	out := map[string]sotwEntry{}
+	for i, a := range resp.GetResources() {
+		var c clusterv3.Cluster
+		switch a.GetTypeUrl() {
+		case resource.ClusterType:
+			if err := a.UnmarshalTo(&c); err != nil {
+				t.Fatal(err)
+			}
+			out[c.GetName()] = sotwEntry{name: c.GetName(), hasBody: true}
+		case resourceWrapperType:
+			var w discoveryv3.Resource
+			if err := a.UnmarshalTo(&w); err != nil {
+				t.Fatal(err)
+			}
+			e := sotwEntry{name: w.GetName(), ttl: w.GetTtl().AsDuration(), hasBody: w.GetResource() != nil}
+			if e.hasBody {
+				if err := w.GetResource().UnmarshalTo(&c); err != nil || c.GetName() != w.GetName() {
+					t.Fatalf("wrapper %q carries cluster %q (%v)", w.GetName(), c.GetName(), err)
+				}
+			}
+			out[e.name] = e
+		default:
+			t.Fatalf("resources[%d]: type %q in a CDS response", i, a.GetTypeUrl())
+		}
+	}
+	return out
+}
+
+// awareADS opens an ADS client announcing xds.config.supports-resource-in-sotw.
+func awareADS(t *testing.T, ctx context.Context, r *app.Relay, id, class string) *adsClient {
+	t.Helper()
+	c := dialADS(t, ctx, r.Addr(), id, class)
+	c.node.ClientFeatures = []string{relay.FeatureResourceInSotW} // before the first request
+	return c
+}
+
+// waitHeartbeats reads n heartbeats of cluster a at version from c, within
+// 10 s; any other response fails the test.
+func waitHeartbeats(t *testing.T, c *adsClient, version string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for got := 0; got < n; got++ {
+		resp := c.Next(time.Until(deadline))
+		e := readSotW(t, resp)
+		if resp.GetVersionInfo() != version || len(e) != 1 || e["a"].hasBody || e["a"].ttl != clusterTTL {
+			t.Fatalf("after %d heartbeats: version %q %+v, want a heartbeat of a (ttl %v) at %q", got, resp.GetVersionInfo(), e, clusterTTL, version)
+		}
+	}
+}
+
+// streamTypeStatus reads /debug/streams: the CDS state of node id's stream.
+func streamTypeStatus(t *testing.T, ctx context.Context, r *app.Relay, id string) relay.TypeStatus {
+	t.Helper()
+	var out struct {
+		Streams []relay.StreamStatus `json:"streams"`
+	}
+	getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/streams", &out)
+	for _, s := range out.Streams {
+		for _, ts := range s.Types {
+			if s.Node == id && ts.TypeURL == resource.ClusterType {
+				return ts
+			}
+		}
+	}
+	t.Fatalf("no CDS stream of %s in /debug/streams", id)
+	return relay.TypeStatus{}
+}
+
+// TestE2ETTLSotWHeartbeats: go-control-plane sends a cluster with a TTL and
+// heartbeats it; through a relay speaking SotW upstream, a client with
+// resource-in-SotW gets it wrapped with its TTL, then heartbeats at the same
+// version; a client without the feature gets the plain cluster and no
+// heartbeat (nothing before the next real update).
+func TestE2ETTLSotWHeartbeats(t *testing.T) {
+	ctx := testContext(t)
+	const class = "class-ttl-sotw"
+	addr, cache := startHeartbeatMgmt(t)
+	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
+	r := startRelay(t, addr)
+
+	aware := awareADS(t, ctx, r, "aware-1", class)
+	aware.Subscribe(resource.ClusterType)
+	plain := dialADS(t, ctx, r.Addr(), "plain-1", class)
+	plain.Subscribe(resource.ClusterType)
+
+	first := aware.Next(10 * time.Second)
+	if e := readSotW(t, first); len(e) != 1 || !e["a"].hasBody || e["a"].ttl != clusterTTL {
+		t.Fatalf("aware client's first response %+v, want a wrapped with ttl %v", e, clusterTTL)
+	}
+	pfirst := plain.Next(10 * time.Second)
+	if got := clusterNames(t, pfirst); len(got) != 1 || got[0] != "a" { // plain Any of the cluster type
+		t.Fatalf("plain client: %v, want [a]", got)
+	}
+	if pfirst.GetVersionInfo() != first.GetVersionInfo() {
+		t.Fatalf("plain client at %q, aware at %q: one shard, one version", pfirst.GetVersionInfo(), first.GetVersionInfo())
+	}
+	waitHeartbeats(t, aware, first.GetVersionInfo(), 2)
+	if st := streamTypeStatus(t, ctx, r, "aware-1"); st.Pushes != 1 || st.Heartbeats < 2 {
+		t.Fatalf("aware client's stream: pushes %d heartbeats %d, want 1 and at least 2", st.Pushes, st.Heartbeats)
+	}
+
+	// Barrier: the plain client's next response is the next real update.
+	setTTLSnapshot(t, cache, class, "v2", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 2))
+	next := plain.Next(10 * time.Second)
+	if next.GetVersionInfo() == pfirst.GetVersionInfo() || connectTimeouts(t, next)["a"] != 2 {
+		t.Fatalf("plain client got version %q %v before the update, want the update", next.GetVersionInfo(), connectTimeouts(t, next))
+	}
+	if st := streamTypeStatus(t, ctx, r, "plain-1"); st.Heartbeats != 0 {
+		t.Fatalf("plain client's stream counted %d heartbeats", st.Heartbeats)
+	}
+}
+
+// TestE2ETTLHeartbeatKeepsClustersWithoutTTL: go-control-plane heartbeats
+// only the clusters that have a TTL. The relay must not take that partial
+// heartbeat response for the complete CDS state: the cluster without a TTL
+// must stay with its clients.
+func TestE2ETTLHeartbeatKeepsClustersWithoutTTL(t *testing.T) {
+	ctx := testContext(t)
+	const class = "class-ttl-mixed"
+	addr, cache := startHeartbeatMgmt(t)
+	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1), timedCluster("b", 1))
+	r := startRelay(t, addr)
+	aware := awareADS(t, ctx, r, "aware-1", class)
+	aware.Subscribe(resource.ClusterType)
+	first := aware.Next(10 * time.Second)
+	if e := readSotW(t, first); len(e) != 2 || e["a"].ttl != clusterTTL || !e["b"].hasBody || e["b"].ttl != 0 {
+		t.Fatalf("first response %+v, want a (ttl) and b (none)", e)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for beats := 0; beats < 3; {
+		resp := aware.Next(time.Until(deadline))
+		e := readSotW(t, resp)
+		if resp.GetVersionInfo() != first.GetVersionInfo() {
+			t.Fatalf("after %d heartbeats the relay pushed version %q with %+v: cluster b without TTL was dropped by a heartbeat of a", beats, resp.GetVersionInfo(), e)
+		}
+		beats++
+	}
+}
+
+// TestE2ETTLDeltaClientThroughSotWUpstream: a delta client of the relay
+// (SotW upstream) gets Resource.ttl and heartbeats: Resources without
+// resource, at the version it holds.
+func TestE2ETTLDeltaClientThroughSotWUpstream(t *testing.T) {
+	ctx := testContext(t)
+	const class = "class-ttl-delta-client"
+	addr, cache := startHeartbeatMgmt(t)
+	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
+	r := startRelay(t, addr)
+	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
+	dc.Subscribe(resource.ClusterType, "*")
+	first := dc.Next(10 * time.Second)
+	wantDeltaResp(t, first, resource.ClusterType, []string{"a"}, nil)
+	a := first.GetResources()[0]
+	if a.GetTtl().AsDuration() != clusterTTL || a.GetResource() == nil {
+		t.Fatalf("a = %v, want the cluster with ttl %v", a, clusterTTL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for beats := 0; beats < 2; beats++ {
+		hb := dc.Next(time.Until(deadline))
+		if hb.GetSystemVersionInfo() != first.GetSystemVersionInfo() || len(hb.GetResources()) != 1 || len(hb.GetRemovedResources()) != 0 {
+			t.Fatalf("after %d heartbeats: %v, want a heartbeat at %q", beats, hb, first.GetSystemVersionInfo())
+		}
+		e := hb.GetResources()[0]
+		if e.GetName() != "a" || e.GetVersion() != a.GetVersion() || e.GetResource() != nil || e.GetTtl().AsDuration() != clusterTTL {
+			t.Fatalf("heartbeat entry %v, want a at %q without resource, ttl %v", e, a.GetVersion(), clusterTTL)
+		}
+	}
+	if st := streamTypeStatus(t, ctx, r, "delta-1"); st.Pushes != 1 || st.Heartbeats < 2 {
+		t.Fatalf("delta client's stream: pushes %d heartbeats %d, want 1 and at least 2", st.Pushes, st.Heartbeats)
+	}
+}
+
+// TestE2ETTLDeltaUpstream would check TTLs through a relay speaking delta
+// upstream. go-control-plane v0.14's delta server sends no TTL
+// (RawDeltaResponse.GetDeltaDiscoveryResponse builds Resources without Ttl)
+// and heartbeats only SotW watches (snapshotCache.sendHeartbeats walks
+// info.watches, never the delta watches); the test checks the first half
+// and skips.
+func TestE2ETTLDeltaUpstream(t *testing.T) {
+	ctx := testContext(t)
+	const class = "class-ttl-delta-upstream"
+	addr, cache := startHeartbeatMgmt(t)
+	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
+	r := startRelayProto(t, addr, "relay-delta-ttl", "delta")
+	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
+	dc.Subscribe(resource.ClusterType, "*")
+	first := dc.Next(10 * time.Second)
+	wantDeltaResp(t, first, resource.ClusterType, []string{"a"}, nil)
+	if first.GetResources()[0].GetTtl() == nil {
+		t.Skip("go-control-plane v0.14's delta server drops TTLs (no Resource.ttl) and heartbeats only SotW watches: nothing to relay")
+	}
+	t.Fatalf("go-control-plane now sends delta TTLs (%v): extend this test to heartbeats", first.GetResources()[0].GetTtl())
+}
