@@ -62,9 +62,10 @@ func (s *sotwStream) collect() []*wire.Stamped {
 			return // queued for a subscription the client has since changed
 		}
 		if e.hb != nil {
-			// A TTL refresh of the version the client holds; only clients
-			// that take Resource wrappers get TTLs at all.
-			if s.resourceInSotW && e.hb.Response.Version == t.sentVersion {
+			// A TTL refresh of the version the client holds and accepted
+			// (a client recognises a heartbeat by its accepted version);
+			// only clients that take Resource wrappers get TTLs at all.
+			if v := e.hb.Response.Version; s.resourceInSotW && v == t.sentVersion && v == t.ackedVersion {
 				m, nonce := s.stampLocked(e.hb.SotWBody())
 				t.nonce = nonce
 				t.heartbeats++

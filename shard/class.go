@@ -134,6 +134,10 @@ type Update struct {
 	// Exact: the source reports deletions (incremental upstream), so
 	// absence is known even without Replace.
 	Exact bool
+	// HeartbeatOnly: the upstream's message held heartbeats only. It is no
+	// answer about the state: it neither resolves pending names nor changes
+	// what absence means.
+	HeartbeatOnly bool
 }
 
 // HeartbeatEntry is one resource's TTL refresh.
@@ -163,7 +167,9 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.table(typeURL)
-	t.authoritative = u.Replace || u.Exact
+	if !u.HeartbeatOnly {
+		t.authoritative = u.Replace || u.Exact
+	}
 	resources := u.Resources
 	beats := u.Heartbeats[:0:0]
 	for _, hb := range u.Heartbeats {
@@ -187,9 +193,11 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	for _, n := range u.Removed {
 		changed = append(changed, t.drop(n)...)
 	}
-	changed = append(changed, t.resolvePending(time.Now(), false)...)
+	if !u.HeartbeatOnly {
+		changed = append(changed, t.resolvePending(time.Now(), false)...)
+	}
 	var shards map[*Shard]struct{}
-	if !t.received || t.wildcardPending {
+	if !u.HeartbeatOnly && (!t.received || t.wildcardPending) {
 		t.received, t.wildcardPending = true, false
 		shards = map[*Shard]struct{}{}
 		for _, list := range t.shards {

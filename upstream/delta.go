@@ -157,7 +157,8 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		return false, ds.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resp.TypeURL, ResponseNonce: resp.Nonce,
 			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}})
 	}
-	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Removed: resp.Removed, Heartbeats: beats, Exact: true})
+	heartbeatOnly := len(resources) == 0 && len(resp.Removed) == 0 && len(beats) > 0
+	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Removed: resp.Removed, Heartbeats: beats, Exact: true, HeartbeatOnly: heartbeatOnly})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
 		held = map[string]string{}

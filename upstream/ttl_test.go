@@ -8,7 +8,9 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -264,4 +266,113 @@ func TestTTLDeltaUpstream(t *testing.T) {
 	if nack := ds.request(t); nack.GetResponseNonce() != "n4" || nack.GetErrorDetail() == nil {
 		t.Fatalf("want a NACK of n4, got %v", nack)
 	}
+}
+
+// TestTTLSotWHeartbeatKeepsAbsenceKnown: a heartbeat-only Cluster response
+// (go-control-plane's) refreshes TTLs; it must not make the relay forget
+// that its Cluster state is complete. A shard subscribed by name after it
+// must still know that a name the upstream does not have is absent (delta
+// clients are told it is removed), as one subscribed before it does.
+func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
+	srv, addr := startScripted(t)
+	_, class, _ := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	ss := srv.next(t)
+	ss.request(t)
+	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
+	wantACK(t, ss.request(t), "v1", "n1")
+
+	before := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "x1"}, false), nopWatcher{})
+	ss.request(t) // the union interest grew
+	if cur := before.Current(); cur == nil || !cur.KnownAbsent("x1") {
+		t.Fatalf("before any heartbeat: shard %+v, want x1 known absent", cur)
+	}
+
+	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
+	if ack := ss.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
+		t.Fatalf("want the ACK of the heartbeat n2, got %v", ack)
+	}
+	after := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "x2"}, false), nopWatcher{})
+	cur := after.Current()
+	if cur == nil || !cur.Has("a") {
+		t.Fatalf("after the heartbeat: shard %+v, want a", cur)
+	}
+	if !cur.AbsenceKnown || !cur.KnownAbsent("x2") {
+		t.Fatalf("after a heartbeat-only response, a new Cluster shard has AbsenceKnown %v: x2 is not known absent", cur.AbsenceKnown)
+	}
+}
+
+// TestTTLSotWHeartbeatDoesNotAnswerWildcard: a wildcard newly requested is
+// pending until the upstream answers it; a heartbeat-only response (TTL
+// refreshes of what the relay already holds) is no answer, so a wildcard
+// shard must not be served the partial state the class holds.
+func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
+	srv, addr := startScripted(t)
+	class := newSotwClass(t, addr)
+	class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	ss := srv.next(t)
+	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a"}) {
+		t.Fatalf("first request %v, want CDS [a]", r)
+	}
+	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
+	wantACK(t, ss.request(t), "v1", "n1")
+
+	wild := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	if r := ss.request(t); !slices.Contains(r.GetResourceNames(), "*") {
+		t.Fatalf("request %v, want the wildcard added", r)
+	}
+	if cur := wild.Current(); cur != nil {
+		t.Fatalf("wildcard shard served %v before the upstream answered the wildcard", cur.Names)
+	}
+	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
+	wantACK(t, ss.request(t), "v1", "n2")
+	if cur := wild.Current(); cur != nil {
+		t.Fatalf("a heartbeat-only response answered the wildcard: the wildcard shard serves %v as the complete CDS state", cur.Names)
+	}
+	sendSotW(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
+	wantACK(t, ss.request(t), "v1", "n3")
+	if got := names(wild); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("wildcard shard after the real answer: %v, want [a b]", got)
+	}
+}
+
+// TestTTLSotWHeartbeatDoesNotResolvePending: a Cluster name newly asked
+// for is pending until the upstream answers (shard.PendingGrace); a
+// heartbeat-only response is no answer, so the shard needing it must not be
+// served without it (telling a client that holds it that it was deleted).
+func TestTTLSotWHeartbeatDoesNotResolvePending(t *testing.T) {
+	srv, addr := startScripted(t)
+	class := newSotwClass(t, addr)
+	class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	ss := srv.next(t)
+	ss.request(t)
+	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
+	wantACK(t, ss.request(t), "v1", "n1")
+
+	both := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
+	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a", "c"}) {
+		t.Fatalf("request %v, want CDS [a c]", r)
+	}
+	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
+	wantACK(t, ss.request(t), "v1", "n2")
+	if cur := both.Current(); cur != nil {
+		t.Fatalf("a heartbeat-only response resolved the pending name c: the shard serves %v (c deleted for its clients)", cur.Names)
+	}
+	sendSotW(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "c"}))
+	wantACK(t, ss.request(t), "v2", "n3")
+	if got := names(both); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("shard after the answer: %v, want [a c]", got)
+	}
+}
+
+// newSotwClass starts a SotW upstream client and returns a class with no
+// interest yet (newClient's subscribes a wildcard).
+func newSotwClass(t *testing.T, addr string) *shard.Class {
+	t.Helper()
+	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: Backoff{Initial: time.Hour, Max: time.Hour}}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	cl, _ := shard.NewClassifier(nil)
+	return shard.NewRegistry(cl, c.Attach).ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 }

@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -269,4 +271,49 @@ func TestE2ETTLDeltaUpstream(t *testing.T) {
 		t.Skip("go-control-plane v0.14's delta server drops TTLs (no Resource.ttl) and heartbeats only SotW watches: nothing to relay")
 	}
 	t.Fatalf("go-control-plane now sends delta TTLs (%v): extend this test to heartbeats", first.GetResources()[0].GetTtl())
+}
+
+// TestE2ETTLHeartbeatKeepsAbsenceKnown: after go-control-plane's heartbeats
+// (heartbeat-only CDS responses), a delta client subscribing by name to a
+// cluster that does not exist must still be told it is removed.
+func TestE2ETTLHeartbeatKeepsAbsenceKnown(t *testing.T) {
+	ctx := testContext(t)
+	const class = "class-ttl-absence"
+	addr, cache := startHeartbeatMgmt(t)
+	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
+	r := startRelay(t, addr)
+	aware := awareADS(t, ctx, r, "aware-1", class)
+	aware.Subscribe(resource.ClusterType)
+	first := aware.Next(10 * time.Second)
+	waitHeartbeats(t, aware, first.GetVersionInfo(), 1) // the relay has applied a heartbeat-only response
+
+	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
+	dc.Subscribe(resource.ClusterType, "a", "never")
+	deadline := time.Now().Add(5 * time.Second) // > shard.PendingGrace
+	var got []string
+	for time.Now().Before(deadline) {
+		resp, ok := nextDeltaWithin(dc, time.Until(deadline))
+		if !ok {
+			break
+		}
+		got = append(got, fmt.Sprintf("%v -%v", deltaResNames(resp), resp.GetRemovedResources()))
+		if slices.Contains(resp.GetRemovedResources(), "never") {
+			return
+		}
+	}
+	t.Fatalf("delta client subscribed to [a never] after a heartbeat got %v within 5s: never reported removed", got)
+}
+
+// nextDeltaWithin is deltaADS.Next without failing on timeout.
+func nextDeltaWithin(c *deltaADS, d time.Duration) (*discoveryv3.DeltaDiscoveryResponse, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case resp := <-c.resps:
+		return resp, true
+	case <-c.done:
+		c.t.Fatalf("delta stream ended: %v", c.err)
+	case <-timer.C:
+	}
+	return nil, false
 }
