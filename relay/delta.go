@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/shard"
-	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // deltaTransport is what a delta stream needs of a gRPC stream.
@@ -62,34 +61,36 @@ func (s *deltaStream) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
 }
 
 // collect turns each queued shard version into the delta the client lacks.
-func (s *deltaStream) collect() []*wire.Stamped {
+func (s *deltaStream) collect() []outgoing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*wire.Stamped
+	var out []outgoing
 	s.queue.drain(func(e queued[*deltaSub]) {
 		d := e.sub
 		if d.shard != e.shard || d.switching {
-			return // a shard the client is leaving; the new one's state follows
+			e.dropped() // a shard the client is leaving; the new one's state follows
+			return
 		}
 		if e.hb != nil {
 			// A TTL refresh, for a client holding exactly that version (one
 			// behind gets the TTLs with its update).
 			if len(d.over) == 0 && d.base != nil && d.base.Sum == e.hb.Response.Sum {
-				m, nonce := s.stampLocked(e.hb.DeltaBody())
+				m, nonce := s.stampLocked(e.hb.DeltaBody(), d.typeURL)
 				d.nonce = nonce
 				d.heartbeats++
-				out = append(out, m)
+				out = append(out, outgoing{m: m})
 			}
 			return
 		}
 		body := d.advance(e.resp)
 		if body == nil {
+			e.dropped()
 			return
 		}
-		m, nonce := s.stampLocked(body)
+		m, nonce := s.stampLocked(body, d.typeURL)
 		d.nonce = nonce
 		d.pushes++
-		out = append(out, m)
+		out = append(out, outgoing{m: m, settles: settle(e)})
 	})
 	return out
 }
@@ -122,6 +123,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 		d = newDeltaSub(typeURL)
 		s.types[typeURL] = d
+		s.srv.metrics.TypeSubscribed(s.variant, typeURL)
 	}
 	if n := req.GetResponseNonce(); n != "" && n == d.nonce {
 		if e := req.GetErrorDetail(); e != nil {
@@ -130,8 +132,10 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 			d.nacks++
 			d.lastNACK = e.GetMessage()
 			s.srv.logNACK(s.logger, typeURL, versionOf(d.base), e.GetMessage())
+			s.srv.metrics.ClientNACK(s.class.Name, typeURL)
 		} else {
 			d.acks++
+			s.srv.metrics.ClientACK(s.class.Name, typeURL)
 		}
 	} else if n != "" {
 		d.staleNonces++
@@ -167,7 +171,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 			// name is not there.
 			cur = &shard.Response{TypeURL: typeURL}
 		}
-		s.queue.push(d, next, cur)
+		s.queue.push(d, next, cur, false)
 	}
 	s.mu.Unlock()
 	if old != nil && old != next {

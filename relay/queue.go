@@ -9,6 +9,16 @@ type queued[S comparable] struct {
 	shard *shard.Shard
 	resp  *shard.Response
 	hb    *shard.Heartbeat // set for a TTL heartbeat (resp is then nil)
+	// tracked: queued because the shard told this stream of resp, so the
+	// stream owes resp one FanoutStep when it writes or drops it.
+	tracked bool
+}
+
+// dropped settles a queued entry that will not be written.
+func (e queued[S]) dropped() {
+	if e.tracked {
+		e.resp.FanoutStep()
+	}
 }
 
 // maxPending bounds a stream's queue. A client that keeps up never has more
@@ -26,29 +36,35 @@ type responseQueue[S comparable] struct {
 	collapses int // times the queue overflowed
 }
 
-// push queues resp (nil: nothing to queue).
-func (q *responseQueue[S]) push(sub S, sh *shard.Shard, resp *shard.Response) {
+// push queues resp (nil: nothing to queue); tracked as for queued. It
+// reports whether the queue collapsed.
+func (q *responseQueue[S]) push(sub S, sh *shard.Shard, resp *shard.Response, tracked bool) (collapsed bool) {
 	if resp == nil {
-		return
+		return false
 	}
-	e := queued[S]{sub: sub, shard: sh, resp: resp}
-	if n := len(q.entries); n > 0 && q.entries[n-1].sub == sub {
+	e := queued[S]{sub: sub, shard: sh, resp: resp, tracked: tracked}
+	if n := len(q.entries); n > 0 && q.entries[n-1].sub == sub && q.entries[n-1].hb == nil {
+		q.entries[n-1].dropped()
 		q.entries[n-1] = e
-		return
+		return false
 	}
 	q.entries = append(q.entries, e)
 	if len(q.entries) > maxPending {
 		q.collapse()
+		return true
 	}
+	return false
 }
 
 // pushHeartbeat queues a TTL heartbeat. It never supersedes an update (an
 // update queued after it supersedes it, and carries the TTLs itself).
-func (q *responseQueue[S]) pushHeartbeat(sub S, sh *shard.Shard, hb *shard.Heartbeat) {
+func (q *responseQueue[S]) pushHeartbeat(sub S, sh *shard.Shard, hb *shard.Heartbeat) (collapsed bool) {
 	q.entries = append(q.entries, queued[S]{sub: sub, shard: sh, hb: hb})
 	if len(q.entries) > maxPending {
 		q.collapse()
+		return true
 	}
+	return false
 }
 
 // collapse reduces the queue of a client far behind to one entry per type:
@@ -63,8 +79,10 @@ func (q *responseQueue[S]) collapse() {
 		if e.hb != nil {
 			continue
 		}
-		if _, ok := latest[e.sub]; !ok {
+		if prev, ok := latest[e.sub]; !ok {
 			order = append(order, e.sub)
+		} else {
+			prev.dropped()
 		}
 		latest[e.sub] = e
 	}

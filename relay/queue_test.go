@@ -15,10 +15,10 @@ func TestQueueCoalescingAndCollapse(t *testing.T) {
 	var q responseQueue[*typeSub]
 	resp := func(v string) *shard.Response { return &shard.Response{Version: v} }
 
-	q.push(cds, cds.shard, resp("c1"))
-	q.push(cds, cds.shard, resp("c2")) // adjacent: supersedes c1
-	q.push(eds, eds.shard, resp("e1"))
-	q.push(cds, cds.shard, resp("c3")) // after e1: must not supersede c2
+	q.push(cds, cds.shard, resp("c1"), false)
+	q.push(cds, cds.shard, resp("c2"), false) // adjacent: supersedes c1
+	q.push(eds, eds.shard, resp("e1"), false)
+	q.push(cds, cds.shard, resp("c3"), false) // after e1: must not supersede c2
 	got := versions(&q)
 	if want := []string{"c2", "e1", "c3"}; !equal(got, want) {
 		t.Fatalf("queue = %v, want %v", got, want)
@@ -26,9 +26,9 @@ func TestQueueCoalescingAndCollapse(t *testing.T) {
 
 	for i := 0; q.collapses == 0 && i < 10*maxPending; i++ {
 		if i%2 == 0 {
-			q.push(eds, eds.shard, resp("e-last"))
+			q.push(eds, eds.shard, resp("e-last"), false)
 		} else {
-			q.push(cds, cds.shard, resp("c-last"))
+			q.push(cds, cds.shard, resp("c-last"), false)
 		}
 	}
 	if q.collapses != 1 {

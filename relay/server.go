@@ -2,7 +2,9 @@ package relay
 
 import (
 	"cmp"
+	"context"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +27,8 @@ type Options struct {
 	MaxTypesPerStream int
 	// MaxResourceNames bounds resource_names in one request (default 100000).
 	MaxResourceNames int
+	// Metrics receives the counted events (default NopMetrics).
+	Metrics Metrics
 }
 
 func (o Options) withDefaults() Options {
@@ -33,6 +37,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxResourceNames <= 0 {
 		o.MaxResourceNames = 100000
+	}
+	if o.Metrics == nil {
+		o.Metrics = NopMetrics{}
 	}
 	return o
 }
@@ -43,6 +50,7 @@ type Server struct {
 	registry *shard.Registry
 	log      *zap.Logger
 	opts     Options
+	metrics  Metrics
 	nackLog  *rateLimiter
 
 	nextID atomic.Uint64
@@ -55,6 +63,7 @@ type Server struct {
 type downstream interface {
 	streamID() uint64
 	status() StreamStatus
+	closeStream()
 }
 
 func (b *streamBase) streamID() uint64 { return b.id }
@@ -70,6 +79,7 @@ func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server 
 		registry: registry,
 		log:      log,
 		opts:     opts.withDefaults(),
+		metrics:  opts.withDefaults().Metrics,
 		nackLog:  newRateLimiter(time.Second, 20),
 		streams:  map[downstream]struct{}{},
 	}
@@ -109,7 +119,9 @@ func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 	s.mu.Lock()
 	s.streams[st] = struct{}{}
 	s.mu.Unlock()
+	s.metrics.StreamOpened(b.variant)
 	err := run()
+	s.metrics.StreamClosed(b.variant, disconnectReason(err))
 	if err != nil && status.Code(err) != codes.Canceled {
 		b.logger().Debug("stream ended", zap.Error(err))
 	}
@@ -185,4 +197,31 @@ func (s *Server) StreamCount() int {
 
 func sortTypes(ts []TypeStatus) {
 	slices.SortFunc(ts, func(a, b TypeStatus) int { return cmp.Compare(a.TypeURL, b.TypeURL) })
+}
+
+// Drain ends every open stream with ErrDraining, spread evenly over period
+// in random order, so the clients' reconnections do not hit the other
+// relays of the tier at once. Streams opened meanwhile are not covered: the
+// caller stops accepting first (grpc.Server.GracefulStop sends GOAWAY). When
+// ctx ends early, the remaining streams are ended at once. Drain returns when
+// every stream it covers has been told to end.
+func (s *Server) Drain(ctx context.Context, period time.Duration) {
+	s.mu.Lock()
+	streams := slices.Collect(maps.Keys(s.streams))
+	s.mu.Unlock()
+	rand.Shuffle(len(streams), func(i, j int) { streams[i], streams[j] = streams[j], streams[i] })
+	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for i, st := range streams {
+		at := start.Add(period * time.Duration(i) / time.Duration(len(streams)))
+		if wait := time.Until(at); wait > 0 && ctx.Err() == nil {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+		}
+		st.closeStream()
+	}
 }

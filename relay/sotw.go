@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/shard"
-	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // sotwTransport is what a SotW stream needs of a gRPC stream; every
@@ -52,43 +51,46 @@ func (s *sotwStream) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
 
 // collect stamps a nonce on each queued response the client does not hold
 // yet. No protobuf work: the body is shared, the suffix is the stream's.
-func (s *sotwStream) collect() []*wire.Stamped {
+func (s *sotwStream) collect() []outgoing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*wire.Stamped
+	var out []outgoing
 	s.queue.drain(func(e queued[*typeSub]) {
 		t := e.sub
 		if t.shard != e.shard {
-			return // queued for a subscription the client has since changed
+			e.dropped() // queued for a subscription the client has since changed
+			return
 		}
 		if e.hb != nil {
 			// A TTL refresh of the version the client holds and accepted
 			// (a client recognises a heartbeat by its accepted version);
 			// only clients that take Resource wrappers get TTLs at all.
 			if v := e.hb.Response.Version; s.resourceInSotW && v == t.sentVersion && v == t.ackedVersion {
-				m, nonce := s.stampLocked(e.hb.SotWBody())
+				m, nonce := s.stampLocked(e.hb.SotWBody(), t.typeURL)
 				t.nonce = nonce
 				t.heartbeats++
-				out = append(out, m)
+				out = append(out, outgoing{m: m})
 			}
 			return
 		}
 		if !t.force && e.resp.Version == t.sentVersion {
+			e.dropped()
 			return
 		}
 		if len(e.resp.Names) == 0 && !shard.FullState(t.typeURL) {
 			// An empty response is a no-op for a SotW client of a type
 			// without full-state semantics (spec "Deleting Resources").
+			e.dropped()
 			return
 		}
 		body := e.resp.Body
 		if s.resourceInSotW {
 			body = e.resp.WrappedBody() // carries the TTLs; Body when there are none
 		}
-		m, nonce := s.stampLocked(body)
+		m, nonce := s.stampLocked(body, t.typeURL)
 		t.nonce, t.sentVersion, t.force = nonce, e.resp.Version, false
 		t.pushes++
-		out = append(out, m)
+		out = append(out, outgoing{m: m, settles: settle(e)})
 	})
 	return out
 }
@@ -116,6 +118,7 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 		}
 		t = &typeSub{typeURL: typeURL}
 		s.types[typeURL] = t
+		s.srv.metrics.TypeSubscribed(s.variant, typeURL)
 	} else if t.nonce != "" && req.GetResponseNonce() != t.nonce {
 		// Stale: the client has not seen our latest response yet; it will
 		// send a newer request once it has (spec: "Requests become stale").
@@ -128,9 +131,11 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 			t.nacks++
 			t.lastNACK = d.GetMessage()
 			s.srv.logNACK(s.logger, typeURL, t.sentVersion, d.GetMessage())
+			s.srv.metrics.ClientNACK(s.class.Name, typeURL)
 		} else {
 			t.acks++
 			t.ackedVersion = req.GetVersionInfo()
+			s.srv.metrics.ClientACK(s.class.Name, typeURL)
 		}
 	}
 	sub, explicit := nextSubscription(t.explicitSeen, req.GetResourceNames())
@@ -152,7 +157,7 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	t.shard = next
 	if next != nil {
 		t.updateSend(first, old, req.GetVersionInfo())
-		s.queue.push(t, next, next.Current())
+		s.queue.push(t, next, next.Current(), false)
 	}
 	s.mu.Unlock()
 	if old != nil {

@@ -28,7 +28,9 @@ type streamBase struct {
 	variant   string
 	peer      string
 	started   time.Time
-	wake      dedup.Signal // writer wake-up: a response was queued
+	wake      dedup.Signal  // writer wake-up: a response was queued
+	closing   chan struct{} // closed to end the stream (drain)
+	closeOnce sync.Once
 
 	mu sync.Mutex
 	// Written once by the reader (first request) under mu; the reader reads
@@ -51,8 +53,16 @@ func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) 
 		peer:      peerAddr(ctx),
 		started:   time.Now(),
 		wake:      dedup.NewSignal(),
+		closing:   make(chan struct{}),
 	}
 }
+
+// ErrDraining ends the streams of a draining relay; clients reconnect, to
+// another relay of the tier.
+var ErrDraining = status.Error(codes.Unavailable, "xds-relay is draining: reconnect to another relay")
+
+// closeStream ends the stream with ErrDraining (any goroutine, idempotent).
+func (b *streamBase) closeStream() { b.closeOnce.Do(func() { close(b.closing) }) }
 
 // serve runs a stream: the calling (gRPC handler) goroutine writes with
 // flush whenever woken, a reader goroutine runs read until it fails and then
@@ -70,6 +80,8 @@ func (b *streamBase) serve(ctx context.Context, read func() error, flush func() 
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-b.closing:
+			return ErrDraining
 		case <-b.wake.C():
 			if err := flush(); err != nil {
 				return err
@@ -127,27 +139,47 @@ func (b *streamBase) checkNames(field string, names []string) error {
 	return nil
 }
 
-// stampLocked assigns the next nonce and wraps body for the wire. Called
-// with mu held.
-func (b *streamBase) stampLocked(body []byte) (*wire.Stamped, string) {
+// stampLocked assigns the next nonce and wraps body for the wire, counting
+// it as a push of typeURL. Called with mu held.
+func (b *streamBase) stampLocked(body []byte, typeURL string) (*wire.Stamped, string) {
 	b.nonce++
 	nonce := strconv.FormatUint(b.nonce, 36)
 	m := &wire.Stamped{Body: body, Suffix: wire.NonceSuffix(nonce)}
 	b.bytes += int64(m.Len())
+	b.srv.metrics.Pushed(b.variant, typeURL, m.Len())
 	return m, nonce
+}
+
+// settle returns e's response as the one an outgoing message settles, if
+// the stream owes it a fan-out step.
+func settle[S comparable](e queued[S]) *shard.Response {
+	if e.tracked {
+		return e.resp
+	}
+	return nil
+}
+
+// outgoing is a stamped message and the tracked response it delivers (nil
+// if none), which is settled once written.
+type outgoing struct {
+	m       *wire.Stamped
+	settles *shard.Response
 }
 
 // flush writes what collect stamps, in order, until nothing is left
 // (writer goroutine; collect takes the lock, sending happens without it).
-func flush(collect func() []*wire.Stamped, send func(any) error) error {
+func flush(collect func() []outgoing, send func(any) error) error {
 	for {
 		batch := collect()
 		if len(batch) == 0 {
 			return nil
 		}
-		for _, m := range batch {
-			if err := send(m); err != nil {
+		for _, o := range batch {
+			if err := send(o.m); err != nil {
 				return err
+			}
+			if o.settles != nil {
+				o.settles.FanoutStep()
 			}
 		}
 	}
@@ -184,7 +216,9 @@ func shardHeartbeat[S shardHolder](b *streamBase, types map[string]S, q *respons
 		b.mu.Unlock()
 		return
 	}
-	q.pushHeartbeat(t, sh, hb)
+	if q.pushHeartbeat(t, sh, hb) {
+		b.srv.metrics.QueueCollapsed(b.variant)
+	}
 	b.mu.Unlock()
 	b.wake.Notify()
 }
@@ -198,9 +232,12 @@ func shardChanged[S shardHolder](b *streamBase, types map[string]S, q *responseQ
 	t, ok := types[sh.TypeURL]
 	if !ok || t.subscribed() != sh {
 		b.mu.Unlock()
-		return // a shard this stream is leaving
+		sh.Current().FanoutStep() // a shard this stream is leaving: nothing to write
+		return
 	}
-	q.push(t, sh, sh.Current())
+	if q.push(t, sh, sh.Current(), true) {
+		b.srv.metrics.QueueCollapsed(b.variant)
+	}
 	b.mu.Unlock()
 	b.wake.Notify()
 }
@@ -210,10 +247,11 @@ func shardChanged[S shardHolder](b *streamBase, types map[string]S, q *responseQ
 func releaseAll[S shardHolder](b *streamBase, types map[string]S, w shard.Watcher, st downstream) {
 	b.mu.Lock()
 	var held []*shard.Shard
-	for _, t := range types {
+	for typeURL, t := range types {
 		if sh := t.detach(); sh != nil {
 			held = append(held, sh)
 		}
+		b.srv.metrics.TypeUnsubscribed(b.variant, typeURL)
 	}
 	b.mu.Unlock()
 	for _, sh := range held {

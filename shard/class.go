@@ -26,6 +26,9 @@ type Class struct {
 	// onInterest is told the type URL whose union subscription changed. Called
 	// with mu held: it must not block (see dedup.Signal).
 	onInterest func(typeURL string)
+	// onFanout, if set, is told how long each update took from the upstream
+	// to the last of its streams (see Response.FanoutStep).
+	onFanout func(typeURL string, d time.Duration)
 
 	mu     sync.Mutex
 	tables map[string]*table // guarded by mu
@@ -164,6 +167,7 @@ func (c *Class) ApplyDelta(typeURL string, updated []*Resource, removed []string
 // ApplyUpdate installs u into typeURL's table, rebuilds the shards it
 // affects and tells their watchers, then forwards its heartbeats.
 func (c *Class) ApplyUpdate(typeURL string, u Update) {
+	start := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.table(typeURL)
@@ -208,7 +212,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	} else if len(changed) > 0 {
 		shards = t.affected(changed)
 	}
-	c.rebuildAndNotify(t, shards)
+	c.rebuildAndNotify(t, shards, start)
 	c.heartbeat(t, beats)
 }
 
@@ -247,9 +251,14 @@ func (c *Class) heartbeat(t *table, hbs []HeartbeatEntry) {
 
 // rebuildAndNotify rebuilds shards and tells the watchers of those whose
 // response changed. Called with mu held.
-func (c *Class) rebuildAndNotify(t *table, shards map[*Shard]struct{}) {
+func (c *Class) rebuildAndNotify(t *table, shards map[*Shard]struct{}, start time.Time) {
 	for s := range shards {
 		if t.rebuild(s) {
+			if c.onFanout != nil && len(s.watchers) > 0 {
+				f := &fanout{start: start, done: c.onFanout}
+				f.pending.Store(int64(len(s.watchers)))
+				s.current.Load().fanout.Store(f)
+			}
 			for w := range s.watchers {
 				w.ShardChanged(s)
 			}
@@ -273,8 +282,18 @@ func (c *Class) expirePending(typeURL string) {
 			t.received = true
 			t.authoritative = t.fullState || t.incremental
 		}
-		c.rebuildAndNotify(t, t.affected(names))
+		c.rebuildAndNotify(t, t.affected(names), time.Now())
 	}
+}
+
+func (c *Class) shardCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.tables {
+		n += len(t.shards)
+	}
+	return n
 }
 
 // TypeStatus describes one type of a class, for the admin endpoints.

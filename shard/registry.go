@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
@@ -23,8 +24,28 @@ type Registry struct {
 	// not block or call back into the registry.
 	newClass func(*Class) func(typeURL string)
 
-	mu      sync.Mutex
-	classes map[string]*Class // guarded by mu
+	mu       sync.Mutex
+	classes  map[string]*Class                     // guarded by mu
+	onFanout func(typeURL string, d time.Duration) // guarded by mu; copied into each class
+}
+
+// ObserveFanout sets the function told, per update, how long it took from
+// the upstream to the last stream of each shard (a histogram, typically).
+// Call it before any class exists; it must be cheap and concurrency-safe.
+func (r *Registry) ObserveFanout(f func(typeURL string, d time.Duration)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onFanout = f
+}
+
+// Counts returns the number of classes and of shards (for gauges).
+func (r *Registry) Counts() (classes, shards int) {
+	for _, c := range r.Classes() {
+		shards += c.shardCount()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.classes), shards
 }
 
 // NewRegistry returns a registry classifying nodes with c. start is called for
@@ -42,6 +63,7 @@ func (r *Registry) ClassFor(node *corev3.Node) *Class {
 		return c
 	}
 	c := newClass(name, node, nil)
+	c.onFanout = r.onFanout
 	if r.newClass != nil {
 		if hook := r.newClass(c); hook != nil {
 			c.onInterest = hook

@@ -3,6 +3,7 @@ package shard
 import (
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -67,6 +68,26 @@ type Response struct {
 	deltaBody atomic.Pointer[[]byte]
 	deltaFull atomic.Pointer[[]byte]
 	wrapped   atomic.Pointer[[]byte]
+
+	fanout atomic.Pointer[fanout] // set when watchers are told of this version
+}
+
+// fanout counts down the streams told of a response until each has written
+// or dropped it, then reports the time since the upstream update.
+type fanout struct {
+	start   time.Time
+	pending atomic.Int64
+	done    func(typeURL string, d time.Duration)
+}
+
+// FanoutStep records that one stream told of this response has written it
+// (or will never write it: superseded, not needed). The last step reports
+// the fan-out duration to the class's observer.
+func (r *Response) FanoutStep() {
+	f := r.fanout.Load()
+	if f != nil && f.pending.Add(-1) == 0 {
+		f.done(r.TypeURL, time.Since(f.start))
+	}
 }
 
 // WrappedBody is the SotW body for clients that support

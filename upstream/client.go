@@ -31,6 +31,8 @@ type Config struct {
 	// Delta selects the incremental protocol (DeltaAggregatedResources)
 	// instead of state of the world.
 	Delta bool
+	// Metrics receives the counted events (default NopMetrics).
+	Metrics Metrics
 	// DialOptions are added to the defaults (plaintext, keepalive).
 	DialOptions []grpc.DialOption
 }
@@ -73,6 +75,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.Backoff.Initial <= 0 || cfg.Backoff.Max <= 0 {
 		cfg.Backoff = DefaultBackoff
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NopMetrics{}
+	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The connection's own reconnection follows the configured backoff
@@ -95,15 +100,16 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 // calls when its interest changes. It never blocks.
 func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 	s := &classStream{
-		class:  class,
-		conn:   c.conn,
-		node:   upstreamNode(class.Node, c.cfg.RelayID),
-		log:    c.log.With(zap.String("class", class.Name)),
-		wake:   dedup.NewSignal(),
-		bo:     c.cfg.Backoff,
-		valid:  newValidator(),
-		delta:  c.cfg.Delta,
-		status: StreamStatus{Class: class.Name, State: StateConnecting, Versions: map[string]string{}},
+		class:   class,
+		conn:    c.conn,
+		node:    upstreamNode(class.Node, c.cfg.RelayID),
+		log:     c.log.With(zap.String("class", class.Name)),
+		wake:    dedup.NewSignal(),
+		bo:      c.cfg.Backoff,
+		valid:   newValidator(),
+		delta:   c.cfg.Delta,
+		metrics: c.cfg.Metrics,
+		status:  StreamStatus{Class: class.Name, State: StateConnecting, Versions: map[string]string{}},
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

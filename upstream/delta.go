@@ -150,6 +150,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 			return false, err
 		}
 		ds.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.SystemVersionInfo), zap.String("reason", rej.Reason))
+		ds.metrics.Response(ds.class.Name, resp.TypeURL, false)
 		ds.setStatus(func(st *StreamStatus) {
 			st.NACKs++
 			st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.SystemVersionInfo, rej.Reason)
@@ -170,6 +171,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	for _, n := range resp.Removed {
 		delete(held, n)
 	}
+	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
 	ds.setStatus(func(st *StreamStatus) {
 		st.ACKs++
 		st.Versions[resp.TypeURL] = resp.SystemVersionInfo

@@ -141,6 +141,7 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 	ss.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Heartbeats: beats, Replace: replace && !heartbeatOnly, HeartbeatOnly: heartbeatOnly})
 	ss.versions[resp.TypeURL] = resp.VersionInfo
 	ts.rejected, ts.repeats = "", 0
+	ss.metrics.Response(ss.class.Name, resp.TypeURL, true)
 	ss.setStatus(func(st *StreamStatus) {
 		st.ACKs++
 		st.Versions[resp.TypeURL] = resp.VersionInfo
@@ -157,6 +158,7 @@ func (ss *session) nack(resp *wire.RawResponse, ts *typeState, cause error) erro
 	if !errors.As(cause, &rej) {
 		return cause
 	}
+	ss.metrics.Response(ss.class.Name, resp.TypeURL, false)
 	ss.setStatus(func(st *StreamStatus) {
 		st.NACKs++
 		st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.VersionInfo, rej.Reason)

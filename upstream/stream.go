@@ -61,14 +61,15 @@ type StreamStatus struct {
 // classStream is the upstream ADS stream of one class. Its run goroutine owns
 // every field not marked otherwise.
 type classStream struct {
-	class *shard.Class
-	conn  grpc.ClientConnInterface
-	node  *corev3.Node
-	log   *zap.Logger
-	wake  dedup.Signal // the class's interest changed
-	bo    Backoff
-	valid *validator
-	delta bool // speak incremental ADS upstream
+	class   *shard.Class
+	conn    grpc.ClientConnInterface
+	node    *corev3.Node
+	log     *zap.Logger
+	wake    dedup.Signal // the class's interest changed
+	bo      Backoff
+	valid   *validator
+	delta   bool // speak incremental ADS upstream
+	metrics Metrics
 
 	// Survive reconnects: the last ACKed version per type URL (SotW), and
 	// the version of each resource held per type URL (delta, sent back as
@@ -117,6 +118,7 @@ func (s *classStream) run(ctx context.Context) {
 			s.log.Debug("upstream stream failed; retrying", zap.Error(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
 		}
 		failures++
+		s.metrics.Reconnecting(s.class.Name)
 		s.setStatus(func(st *StreamStatus) {
 			st.State, st.LastError = StateBackoff, err.Error()
 			st.Reconnects++

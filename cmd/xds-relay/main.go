@@ -69,23 +69,35 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xds-relay: invalid flags or configuration: %v\n", err)
 		return 1
 	}
-	log, err := newLogger(cfg.Log)
+	log, level, err := newLogger(cfg.Log)
 	if err != nil {
 		fmt.Fprintf(stderr, "xds-relay: %v\n", err)
 		return 1
 	}
 	defer func() { _ = log.Sync() }()
 
-	r, err := app.Start(cfg, log)
+	r, err := app.Start(cfg, log, app.WithLogLevel(level))
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	s := <-sig
-	log.Info("stopping", zap.String("signal", s.String()))
-	r.Close()
+	log.Info("stopping: draining clients to other relays (a second signal stops at once)",
+		zap.String("signal", s.String()), zap.Duration("drain_period", cfg.Drain.Period))
+	drained := make(chan struct{})
+	go func() {
+		r.Shutdown(cfg.Drain.Period)
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case s := <-sig:
+		log.Warn("stopping at once", zap.String("signal", s.String()))
+		r.Close()
+		<-drained
+	}
 	return 0
 }
 
@@ -108,7 +120,7 @@ func validate(args []string, stderr io.Writer) int {
 	return 0
 }
 
-func newLogger(c app.LogConfig) (*zap.Logger, error) {
+func newLogger(c app.LogConfig) (*zap.Logger, zap.AtomicLevel, error) {
 	var zc zap.Config
 	if c.Format == "json" {
 		zc = zap.NewProductionConfig()
@@ -119,8 +131,9 @@ func newLogger(c app.LogConfig) (*zap.Logger, error) {
 	}
 	lvl, err := zapcore.ParseLevel(c.Level)
 	if err != nil {
-		return nil, fmt.Errorf("log.level: %w", err)
+		return nil, zap.AtomicLevel{}, fmt.Errorf("log.level: %w", err)
 	}
 	zc.Level = zap.NewAtomicLevelAt(lvl)
-	return zc.Build()
+	log, err := zc.Build()
+	return log, zc.Level, err
 }

@@ -70,6 +70,10 @@ func (r *Relay) adminHandler() http.Handler {
 			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
 		}
 	})
+	mux.Handle("GET /metrics", r.tel.handler)
+	if r.level != nil {
+		mux.Handle("/debug/logging", r.level) // GET: {"level":...}; PUT {"level":"debug"}
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -27,6 +27,40 @@ type Config struct {
 	NodeClasses NodeClassConfig `yaml:"node_classes"`
 	Log         LogConfig       `yaml:"log"`
 	Limits      LimitsConfig    `yaml:"limits"`
+	Drain       DrainConfig     `yaml:"drain"`
+	REST        RESTConfig      `yaml:"rest"`
+	Tracing     TracingConfig   `yaml:"tracing"`
+}
+
+// DrainConfig is how the relay hands its clients to its peers.
+type DrainConfig struct {
+	// Period: on SIGTERM the relay stops accepting, sends GOAWAY and gives
+	// open streams this long to move before closing them.
+	Period time.Duration `yaml:"period"`
+	// MaxConnectionAge closes each client connection (with GOAWAY) after
+	// about this long (gRPC adds ±10% jitter), so clients spread over the
+	// relays after a scale-out; 0 disables it.
+	MaxConnectionAge time.Duration `yaml:"max_connection_age"`
+	// MaxConnectionAgeGrace is how long streams of an aged connection may
+	// stay open after the GOAWAY.
+	MaxConnectionAgeGrace time.Duration `yaml:"max_connection_age_grace"`
+}
+
+// RESTConfig is the REST-JSON polling listener (spec "REST-JSON polling").
+type RESTConfig struct {
+	// Listen is the HTTP address of POST /v3/discovery:TYPE; empty disables.
+	Listen string `yaml:"listen"`
+	// MaxHold bounds a long poll: a request whose version is current waits
+	// up to this long for a change, then gets 304.
+	MaxHold time.Duration `yaml:"max_hold"`
+}
+
+// TracingConfig configures OpenTelemetry traces (off by default).
+type TracingConfig struct {
+	// OTLPEndpoint is the OTLP/gRPC collector HOST:PORT; empty disables.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// SampleRatio of upstream responses traced, 0 to 1.
+	SampleRatio float64 `yaml:"sample_ratio"`
 }
 
 // UpstreamConfig is the control plane the relay subscribes to.
@@ -81,9 +115,12 @@ func DefaultConfig() Config {
 			Protocol: "sotw",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
-		Source: SourceConfig{Dir: "deploy/sample-config"},
-		Log:    LogConfig{Level: "info", Format: "console"},
-		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000},
+		Source:  SourceConfig{Dir: "deploy/sample-config"},
+		Log:     LogConfig{Level: "info", Format: "console"},
+		Limits:  LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000},
+		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
+		REST:    RESTConfig{MaxHold: 30 * time.Second},
+		Tracing: TracingConfig{SampleRatio: 1},
 	}
 }
 
@@ -188,6 +225,31 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxResourceNames < 1 {
 		return bad("limits.max_resource_names", "must be at least 1, got %d", c.Limits.MaxResourceNames)
+	}
+	if c.Drain.Period < 0 {
+		return bad("drain.period", "must not be negative, got %v", c.Drain.Period)
+	}
+	if c.Drain.MaxConnectionAge < 0 {
+		return bad("drain.max_connection_age", "must not be negative (0 disables), got %v", c.Drain.MaxConnectionAge)
+	}
+	if c.Drain.MaxConnectionAgeGrace < 0 {
+		return bad("drain.max_connection_age_grace", "must not be negative, got %v", c.Drain.MaxConnectionAgeGrace)
+	}
+	if c.REST.Listen != "" {
+		if err := checkHostPort(c.REST.Listen); err != nil {
+			return bad("rest.listen", "%v", err)
+		}
+	}
+	if c.REST.MaxHold < 0 {
+		return bad("rest.max_hold", "must not be negative, got %v", c.REST.MaxHold)
+	}
+	if c.Tracing.OTLPEndpoint != "" {
+		if err := checkHostPort(c.Tracing.OTLPEndpoint); err != nil {
+			return bad("tracing.otlp_endpoint", "%v", err)
+		}
+	}
+	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+		return bad("tracing.sample_ratio", "must be between 0 and 1, got %v", c.Tracing.SampleRatio)
 	}
 	return nil
 }

@@ -47,14 +47,23 @@ type Relay struct {
 	files    *filesource.Source // nil when an upstream is set
 	cancel   context.CancelFunc // stops the file source
 	ready    atomic.Bool        // the downstream listener serves
+	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
+	tel      *telemetry         // metrics, served on /metrics
 
 	wg        sync.WaitGroup // grpc Serve, admin Serve, file source Run
 	closeOnce sync.Once
 }
 
+// Option adjusts Start.
+type Option func(*Relay)
+
+// WithLogLevel exposes level on the admin port (/debug/logging: GET shows
+// it, PUT {"level":"debug"} changes it at run time).
+func WithLogLevel(level zap.AtomicLevel) Option { return func(r *Relay) { r.level = &level } }
+
 // Start builds the relay from cfg and starts serving. Listen addresses with
 // port 0 pick a free port (see Addr and AdminAddr).
-func Start(cfg Config, log *zap.Logger) (*Relay, error) {
+func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -63,12 +72,32 @@ func Start(cfg Config, log *zap.Logger) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, log: log}
+	for _, o := range opts {
+		o(r)
+	}
+	r.tel, err = newTelemetry(gauges{
+		classesAndShards: func() (int, int) { return r.registry.Counts() },
+		upstreamUp: func() map[string]bool {
+			if r.upstream == nil {
+				return nil
+			}
+			up := map[string]bool{}
+			for _, st := range r.upstream.Status() {
+				up[st.Class] = st.State == upstream.StateConnected
+			}
+			return up
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	var src source
 	if cfg.Upstream.Address != "" {
 		r.upstream, err = upstream.New(upstream.Config{
 			Address: cfg.Upstream.Address,
 			RelayID: cfg.Upstream.RelayID,
 			Delta:   cfg.Upstream.Protocol == "delta",
+			Metrics: r.tel,
 			Backoff: upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
 		if err != nil {
@@ -86,15 +115,24 @@ func Start(cfg Config, log *zap.Logger) (*Relay, error) {
 		log.Info("new node class", zap.String("class", c.Name), zap.String("first_node", c.Node.GetId()))
 		return src.Attach(c)
 	})
+	r.registry.ObserveFanout(r.tel.Fanout)
 	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
 		MaxTypesPerStream: cfg.Limits.MaxTypesPerStream,
 		MaxResourceNames:  cfg.Limits.MaxResourceNames,
+		Metrics:           r.tel,
 	})
-	opts := append(relay.ServerOptions(),
+	grpcOpts := append(relay.ServerOptions(),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(1<<20),
 	)
-	r.grpcSrv = grpc.NewServer(opts...)
+	if age := cfg.Drain.MaxConnectionAge; age > 0 {
+		// gRPC jitters the age by ±10% and sends GOAWAY: clients reconnect,
+		// through the Service, spreading over the relays after a scale-out.
+		grpcOpts = append(grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge: age, MaxConnectionAgeGrace: cfg.Drain.MaxConnectionAgeGrace,
+		}))
+	}
+	r.grpcSrv = grpc.NewServer(grpcOpts...)
 	r.server.Register(r.grpcSrv)
 
 	if r.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -157,6 +195,29 @@ func (r *Relay) Server() *relay.Server { return r.server }
 // Registry is the class registry (for status).
 func (r *Relay) Registry() *shard.Registry { return r.registry }
 
+// Shutdown drains the relay, then closes it: it stops being ready, stops
+// accepting (GOAWAY on every connection), and ends the open streams spread
+// over period so their clients move to other relays gradually.
+func (r *Relay) Shutdown(period time.Duration) {
+	r.ready.Store(false)
+	r.log.Info("draining", zap.Int("streams", r.server.StreamCount()), zap.Duration("period", period))
+	stopped := make(chan struct{})
+	go func() {
+		r.grpcSrv.GracefulStop() // returns once every stream has ended
+		close(stopped)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), period)
+	r.server.Drain(ctx, period)
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		r.log.Warn("streams still open after the drain; closing them")
+	}
+	r.Close()
+	<-stopped
+}
+
 // Close stops serving: downstream streams end (clients reconnect to another
 // relay), the upstream streams close, and every goroutine has returned when
 // Close returns.
@@ -175,5 +236,6 @@ func (r *Relay) Close() {
 			_ = r.files.Close()
 		}
 		r.wg.Wait()
+		r.tel.shutdown()
 	})
 }

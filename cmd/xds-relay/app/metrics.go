@@ -1,0 +1,195 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/upstream"
+)
+
+// telemetry records the relay's metrics with OpenTelemetry and exposes them
+// in the Prometheus text format on the admin port (/metrics). Names and
+// labels are listed in docs/operations.md; every label value is bounded.
+type telemetry struct {
+	provider *sdkmetric.MeterProvider
+	handler  http.Handler
+
+	streams       metric.Int64UpDownCounter
+	subscriptions metric.Int64UpDownCounter
+	disconnects   metric.Int64Counter
+	pushes        metric.Int64Counter
+	pushBytes     metric.Int64Counter
+	clientACKs    metric.Int64Counter
+	clientNACKs   metric.Int64Counter
+	collapses     metric.Int64Counter
+	reconnects    metric.Int64Counter
+	upstreamResps metric.Int64Counter
+	fanout        metric.Float64Histogram
+
+	attrs sync.Map // label tuple (string) -> metric.MeasurementOption, built once
+}
+
+var (
+	_ relay.Metrics    = (*telemetry)(nil)
+	_ upstream.Metrics = (*telemetry)(nil)
+)
+
+// gauges are read when /metrics is scraped.
+type gauges struct {
+	classesAndShards func() (classes, shards int)
+	upstreamUp       func() map[string]bool // class -> connected (nil in file mode)
+}
+
+func newTelemetry(g gauges) (*telemetry, error) {
+	reg := promclient.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		return nil, err
+	}
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(sdkmetric.NewView(
+		sdkmetric.Instrument{Name: "xds_relay_fanout_duration"},
+		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
+			Boundaries: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}},
+	)))
+	m := provider.Meter("github.com/xds-relay/xds-relay")
+	t := &telemetry{provider: provider, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	var errs []error
+	keep := func(err error) { errs = append(errs, err) }
+	var e error
+	t.streams, e = m.Int64UpDownCounter("xds_relay_downstream_streams", metric.WithDescription("Open downstream streams, by variant."))
+	keep(e)
+	t.subscriptions, e = m.Int64UpDownCounter("xds_relay_downstream_subscriptions", metric.WithDescription("Downstream streams subscribed to a type, by variant and type."))
+	keep(e)
+	t.disconnects, e = m.Int64Counter("xds_relay_downstream_disconnects", metric.WithDescription("Downstream streams ended, by variant and reason."))
+	keep(e)
+	t.pushes, e = m.Int64Counter("xds_relay_pushes", metric.WithDescription("Responses written to clients, by variant and type."))
+	keep(e)
+	t.pushBytes, e = m.Int64Counter("xds_relay_push_bytes", metric.WithDescription("Bytes of responses written to clients, by variant and type."), metric.WithUnit("By"))
+	keep(e)
+	t.clientACKs, e = m.Int64Counter("xds_relay_client_acks", metric.WithDescription("ACKs from clients, by class and type."))
+	keep(e)
+	t.clientNACKs, e = m.Int64Counter("xds_relay_client_nacks", metric.WithDescription("NACKs from clients, by class and type."))
+	keep(e)
+	t.collapses, e = m.Int64Counter("xds_relay_queue_collapses", metric.WithDescription("Slow clients' queues collapsed to the latest state (responses dropped), by variant."))
+	keep(e)
+	t.reconnects, e = m.Int64Counter("xds_relay_upstream_reconnects", metric.WithDescription("Upstream stream failures followed by a retry, by class."))
+	keep(e)
+	t.upstreamResps, e = m.Int64Counter("xds_relay_upstream_responses", metric.WithDescription("Upstream responses ACKed or NACKed by the relay, by class, type and result."))
+	keep(e)
+	t.fanout, e = m.Float64Histogram("xds_relay_fanout_duration", metric.WithDescription("Time from an upstream update to the last stream of a shard written, by type."), metric.WithUnit("s"))
+	keep(e)
+
+	_, e = m.Int64ObservableGauge("xds_relay_node_classes", metric.WithDescription("Node classes."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			classes, _ := g.classesAndShards()
+			o.Observe(int64(classes))
+			return nil
+		}))
+	keep(e)
+	_, e = m.Int64ObservableGauge("xds_relay_shards", metric.WithDescription("Shards (class, type, name set)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			_, shards := g.classesAndShards()
+			o.Observe(int64(shards))
+			return nil
+		}))
+	keep(e)
+	_, e = m.Int64ObservableGauge("xds_relay_upstream_connected", metric.WithDescription("1 when the class's upstream stream is connected, else 0, by class."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			if g.upstreamUp == nil {
+				return nil
+			}
+			for class, up := range g.upstreamUp() {
+				v := int64(0)
+				if up {
+					v = 1
+				}
+				o.Observe(v, metric.WithAttributes(attribute.String("class", class)))
+			}
+			return nil
+		}))
+	keep(e)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// opt returns the measurement option for a label tuple, built once.
+func (t *telemetry) opt(kv ...string) metric.MeasurementOption {
+	key := strings.Join(kv, "\x00")
+	if o, ok := t.attrs.Load(key); ok {
+		return o.(metric.MeasurementOption)
+	}
+	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	t.attrs.Store(key, o)
+	return o
+}
+
+// typeLabel bounds the type label: the xDS types by short name, anything
+// else a client may invent on ADS as "other".
+func typeLabel(typeURL string) string {
+	switch typeURL {
+	case relay.ListenerType, relay.RouteType, relay.ScopedRouteType, relay.ClusterType, relay.EndpointType,
+		relay.SecretType, relay.RuntimeType, relay.VirtualHostType:
+		return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
+	}
+	return "other"
+}
+
+var bg = context.Background()
+
+func (t *telemetry) StreamOpened(variant string) { t.streams.Add(bg, 1, t.opt("variant", variant)) }
+func (t *telemetry) StreamClosed(variant, reason string) {
+	t.streams.Add(bg, -1, t.opt("variant", variant))
+	t.disconnects.Add(bg, 1, t.opt("variant", variant, "reason", reason))
+}
+func (t *telemetry) TypeSubscribed(variant, typeURL string) {
+	t.subscriptions.Add(bg, 1, t.opt("variant", variant, "type", typeLabel(typeURL)))
+}
+func (t *telemetry) TypeUnsubscribed(variant, typeURL string) {
+	t.subscriptions.Add(bg, -1, t.opt("variant", variant, "type", typeLabel(typeURL)))
+}
+func (t *telemetry) Pushed(variant, typeURL string, bytes int) {
+	o := t.opt("variant", variant, "type", typeLabel(typeURL))
+	t.pushes.Add(bg, 1, o)
+	t.pushBytes.Add(bg, int64(bytes), o)
+}
+func (t *telemetry) ClientACK(class, typeURL string) {
+	t.clientACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)))
+}
+func (t *telemetry) ClientNACK(class, typeURL string) {
+	t.clientNACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)))
+}
+func (t *telemetry) QueueCollapsed(variant string) { t.collapses.Add(bg, 1, t.opt("variant", variant)) }
+func (t *telemetry) Reconnecting(class string)     { t.reconnects.Add(bg, 1, t.opt("class", class)) }
+func (t *telemetry) Response(class, typeURL string, accepted bool) {
+	result := "nack"
+	if accepted {
+		result = "ack"
+	}
+	t.upstreamResps.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL), "result", result))
+}
+
+// Fanout records one shard's fan-out of an update.
+func (t *telemetry) Fanout(typeURL string, d time.Duration) {
+	t.fanout.Record(bg, d.Seconds(), t.opt("type", typeLabel(typeURL)))
+}
+
+func (t *telemetry) shutdown() { _ = t.provider.Shutdown(context.Background()) }

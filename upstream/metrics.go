@@ -1,0 +1,20 @@
+package upstream
+
+// Metrics receives the upstream events the relay counts. Implementations
+// must be cheap and safe for concurrent use. Class names are bounded by the
+// operator's node-class rules.
+type Metrics interface {
+	// Reconnecting counts a class stream that failed and will retry.
+	Reconnecting(class string)
+	// Response counts a response of typeURL the relay ACKed (accepted) or
+	// NACKed.
+	Response(class, typeURL string, accepted bool)
+}
+
+// NopMetrics discards every event.
+type NopMetrics struct{}
+
+var _ Metrics = NopMetrics{}
+
+func (NopMetrics) Reconnecting(string)           {}
+func (NopMetrics) Response(string, string, bool) {}
