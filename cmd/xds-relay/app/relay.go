@@ -41,8 +41,10 @@ type Relay struct {
 	server   *relay.Server
 	grpcSrv  *grpc.Server
 	adminSrv *http.Server
+	restSrv  *http.Server // nil when rest.listen is empty
 	lis      net.Listener
 	adminLis net.Listener
+	restLis  net.Listener
 	upstream *upstream.Client   // nil when serving from files
 	files    *filesource.Source // nil when an upstream is set
 	cancel   context.CancelFunc // stops the file source
@@ -145,6 +147,17 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
 	}
 	r.adminSrv = &http.Server{Handler: r.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.REST.Listen != "" {
+		if r.restLis, err = net.Listen("tcp", cfg.REST.Listen); err != nil {
+			_ = r.lis.Close()
+			_ = r.adminLis.Close()
+			_ = src.Close()
+			return nil, fmt.Errorf("rest listen %s: %w", cfg.REST.Listen, err)
+		}
+		// A held long poll must not be cut off by the write timeout.
+		r.restSrv = &http.Server{Handler: r.server.RESTHandler(cfg.REST.MaxHold),
+			ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.REST.MaxHold + 30*time.Second}
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -154,6 +167,15 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 			defer r.wg.Done()
 			if err := r.files.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error("file source stopped", zap.Error(err))
+			}
+		}()
+	}
+	if r.restSrv != nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := r.restSrv.Serve(r.restLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("REST server stopped", zap.Error(err))
 			}
 		}()
 	}
@@ -185,6 +207,14 @@ func sourceDir(cfg Config) string {
 
 // Addr is the downstream xDS listener's address.
 func (r *Relay) Addr() string { return r.lis.Addr().String() }
+
+// RESTAddr is the REST-JSON listener's address ("" when disabled).
+func (r *Relay) RESTAddr() string {
+	if r.restLis == nil {
+		return ""
+	}
+	return r.restLis.Addr().String()
+}
 
 // AdminAddr is the admin HTTP listener's address.
 func (r *Relay) AdminAddr() string { return r.adminLis.Addr().String() }
@@ -228,6 +258,9 @@ func (r *Relay) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = r.adminSrv.Shutdown(ctx)
+		if r.restSrv != nil {
+			_ = r.restSrv.Close() // held polls end; clients poll again, elsewhere
+		}
 		r.cancel()
 		if r.upstream != nil {
 			_ = r.upstream.Close()
