@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"context"
 	"maps"
 	"slices"
 	"sync"
@@ -28,7 +29,7 @@ type Class struct {
 	onInterest func(typeURL string)
 	// onFanout, if set, is told how long each update took from the upstream
 	// to the last of its streams (see Response.FanoutStep).
-	onFanout func(typeURL string, d time.Duration)
+	onFanout FanoutObserver
 
 	mu     sync.Mutex
 	tables map[string]*table // guarded by mu
@@ -141,6 +142,9 @@ type Update struct {
 	// answer about the state: it neither resolves pending names nor changes
 	// what absence means.
 	HeartbeatOnly bool
+	// Ctx is the update's context (its trace), handed to the fan-out
+	// observer; nil is context.Background.
+	Ctx context.Context
 }
 
 // HeartbeatEntry is one resource's TTL refresh.
@@ -212,7 +216,11 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	} else if len(changed) > 0 {
 		shards = t.affected(changed)
 	}
-	c.rebuildAndNotify(t, shards, start)
+	ctx := u.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c.rebuildAndNotify(ctx, t, shards, start)
 	c.heartbeat(t, beats)
 }
 
@@ -251,11 +259,11 @@ func (c *Class) heartbeat(t *table, hbs []HeartbeatEntry) {
 
 // rebuildAndNotify rebuilds shards and tells the watchers of those whose
 // response changed. Called with mu held.
-func (c *Class) rebuildAndNotify(t *table, shards map[*Shard]struct{}, start time.Time) {
+func (c *Class) rebuildAndNotify(ctx context.Context, t *table, shards map[*Shard]struct{}, start time.Time) {
 	for s := range shards {
 		if t.rebuild(s) {
 			if c.onFanout != nil && len(s.watchers) > 0 {
-				f := &fanout{start: start, done: c.onFanout}
+				f := &fanout{ctx: ctx, start: start, done: c.onFanout}
 				f.pending.Store(int64(len(s.watchers)))
 				s.current.Load().fanout.Store(f)
 			}
@@ -282,7 +290,7 @@ func (c *Class) expirePending(typeURL string) {
 			t.received = true
 			t.authoritative = t.fullState || t.incremental
 		}
-		c.rebuildAndNotify(t, t.affected(names), time.Now())
+		c.rebuildAndNotify(context.Background(), t, t.affected(names), time.Now())
 	}
 }
 

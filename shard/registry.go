@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
@@ -25,14 +24,14 @@ type Registry struct {
 	newClass func(*Class) func(typeURL string)
 
 	mu       sync.Mutex
-	classes  map[string]*Class                     // guarded by mu
-	onFanout func(typeURL string, d time.Duration) // guarded by mu; copied into each class
+	classes  map[string]*Class // guarded by mu
+	onFanout FanoutObserver    // guarded by mu; copied into each class
 }
 
 // ObserveFanout sets the function told, per update, how long it took from
 // the upstream to the last stream of each shard (a histogram, typically).
 // Call it before any class exists; it must be cheap and concurrency-safe.
-func (r *Registry) ObserveFanout(f func(typeURL string, d time.Duration)) {
+func (r *Registry) ObserveFanout(f FanoutObserver) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.onFanout = f

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -75,10 +76,16 @@ type Response struct {
 // fanout counts down the streams told of a response until each has written
 // or dropped it, then reports the time since the upstream update.
 type fanout struct {
+	ctx     context.Context // the update's (trace) context
 	start   time.Time
 	pending atomic.Int64
-	done    func(typeURL string, d time.Duration)
+	done    FanoutObserver
 }
+
+// FanoutObserver is told, for each shard version its watchers were told of,
+// the update's context, when the update began and how long it took until
+// the last of those streams had written (or dropped) it.
+type FanoutObserver func(ctx context.Context, typeURL string, start time.Time, d time.Duration)
 
 // FanoutStep records that one stream told of this response has written it
 // (or will never write it: superseded, not needed). The last step reports
@@ -86,7 +93,7 @@ type fanout struct {
 func (r *Response) FanoutStep() {
 	f := r.fanout.Load()
 	if f != nil && f.pending.Add(-1) == 0 {
-		f.done(r.TypeURL, time.Since(f.start))
+		f.done(f.ctx, r.TypeURL, f.start, time.Since(f.start))
 	}
 }
 

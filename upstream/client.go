@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -33,6 +35,9 @@ type Config struct {
 	Delta bool
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
+	// Tracer traces each upstream response (default: no tracing); the span's
+	// context goes with the update, so its fan-out can be traced under it.
+	Tracer trace.Tracer
 	// DialOptions are added to the defaults (plaintext, keepalive).
 	DialOptions []grpc.DialOption
 }
@@ -78,6 +83,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NopMetrics{}
 	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The connection's own reconnection follows the configured backoff
@@ -109,6 +117,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		valid:   newValidator(),
 		delta:   c.cfg.Delta,
 		metrics: c.cfg.Metrics,
+		tracer:  c.cfg.Tracer,
 		status:  StreamStatus{Class: class.Name, State: StateConnecting, Versions: map[string]string{}},
 	}
 	c.mu.Lock()

@@ -143,8 +143,13 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		return false, nil
 	}
 	ts.nonce = resp.Nonce
+	ctx, end := ds.traceResponse(resp.TypeURL, resp.SystemVersionInfo, len(resp.Resources))
 	resources, versions, beats, err := ds.validate(resp)
+	if err == nil {
+		defer end(nil) // the span covers validation and the install below
+	}
 	if err != nil {
+		end(err)
 		var rej *RejectError
 		if !errors.As(err, &rej) {
 			return false, err
@@ -159,7 +164,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}})
 	}
 	heartbeatOnly := len(resources) == 0 && len(resp.Removed) == 0 && len(beats) > 0
-	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Removed: resp.Removed, Heartbeats: beats, Exact: true, HeartbeatOnly: heartbeatOnly})
+	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Removed: resp.Removed, Heartbeats: beats, Exact: true, HeartbeatOnly: heartbeatOnly, Ctx: ctx})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
 		held = map[string]string{}

@@ -126,6 +126,7 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 	}
 	ts.nonce = resp.Nonce
 	ss.cancelDeferred(ts) // a newer response supersedes a NACK still waiting
+	ctx, end := ss.traceResponse(resp.TypeURL, resp.VersionInfo, len(resp.Resources))
 	replace := shard.FullState(resp.TypeURL)
 	cands, beats, verr := unwrapSotW(resp.Resources)
 	var resources []*shard.Resource
@@ -133,12 +134,14 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 		resources, verr = ss.valid.resources(resp.TypeURL, cands, replace)
 	}
 	if verr != nil {
+		end(verr)
 		return false, ss.nack(resp, ts, verr)
 	}
+	defer end(nil)
 	// A response of heartbeats only (go-control-plane lists just the
 	// resources with a TTL) refreshes them; it is not the state of the world.
 	heartbeatOnly := len(resources) == 0 && len(beats) > 0
-	ss.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Heartbeats: beats, Replace: replace && !heartbeatOnly, HeartbeatOnly: heartbeatOnly})
+	ss.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Heartbeats: beats, Replace: replace && !heartbeatOnly, HeartbeatOnly: heartbeatOnly, Ctx: ctx})
 	ss.versions[resp.TypeURL] = resp.VersionInfo
 	ts.rejected, ts.repeats = "", 0
 	ss.metrics.Response(ss.class.Name, resp.TypeURL, true)

@@ -9,6 +9,9 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -70,6 +73,7 @@ type classStream struct {
 	valid   *validator
 	delta   bool // speak incremental ADS upstream
 	metrics Metrics
+	tracer  trace.Tracer
 
 	// Survive reconnects: the last ACKed version per type URL (SotW), and
 	// the version of each resource held per type URL (delta, sent back as
@@ -218,5 +222,22 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 			}
 			healthy = healthy || ok
 		}
+	}
+}
+
+// traceResponse starts the span of one upstream response; end finishes it,
+// marking a rejected response as an error.
+func (s *classStream) traceResponse(typeURL, version string, resources int) (ctx context.Context, end func(rejected error)) {
+	ctx, span := s.tracer.Start(context.Background(), "xds-relay.upstream.response", trace.WithAttributes(
+		attribute.String("xds.class", s.class.Name),
+		attribute.String("xds.type_url", typeURL),
+		attribute.String("xds.version", version),
+		attribute.Int("xds.resources", resources),
+	))
+	return ctx, func(rejected error) {
+		if rejected != nil {
+			span.SetStatus(otelcodes.Error, rejected.Error())
+		}
+		span.End()
 	}
 }

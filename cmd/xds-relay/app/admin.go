@@ -13,6 +13,7 @@ import (
 // under /debug/ and pprof. See docs/operations.md.
 func (r *Relay) adminHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", r.statusPage()) // the operator's page; JSON under /debug/ for scripts
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

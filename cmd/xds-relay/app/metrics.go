@@ -14,6 +14,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/upstream"
@@ -25,6 +26,7 @@ import (
 type telemetry struct {
 	provider *sdkmetric.MeterProvider
 	handler  http.Handler
+	tracer   trace.Tracer
 
 	streams       metric.Int64UpDownCounter
 	subscriptions metric.Int64UpDownCounter
@@ -52,7 +54,7 @@ type gauges struct {
 	upstreamUp       func() map[string]bool // class -> connected (nil in file mode)
 }
 
-func newTelemetry(g gauges) (*telemetry, error) {
+func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	reg := promclient.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
 	if err != nil {
@@ -65,7 +67,7 @@ func newTelemetry(g gauges) (*telemetry, error) {
 		}},
 	)))
 	m := provider.Meter("github.com/xds-relay/xds-relay")
-	t := &telemetry{provider: provider, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	t := &telemetry{provider: provider, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), tracer: tracer}
 	var errs []error
 	keep := func(err error) { errs = append(errs, err) }
 	var e error
@@ -187,9 +189,15 @@ func (t *telemetry) Response(class, typeURL string, accepted bool) {
 	t.upstreamResps.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL), "result", result))
 }
 
-// Fanout records one shard's fan-out of an update.
-func (t *telemetry) Fanout(typeURL string, d time.Duration) {
+// Fanout records one shard's fan-out of an update: in the histogram, and as
+// a span under the upstream response's span (when that one is traced).
+func (t *telemetry) Fanout(ctx context.Context, typeURL string, start time.Time, d time.Duration) {
 	t.fanout.Record(bg, d.Seconds(), t.opt("type", typeLabel(typeURL)))
+	if trace.SpanContextFromContext(ctx).IsSampled() {
+		_, span := t.tracer.Start(ctx, "xds-relay.fanout", trace.WithTimestamp(start),
+			trace.WithAttributes(attribute.String("xds.type_url", typeURL)))
+		span.End(trace.WithTimestamp(start.Add(d)))
+	}
 }
 
 func (t *telemetry) shutdown() { _ = t.provider.Shutdown(context.Background()) }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
@@ -51,6 +52,10 @@ type Relay struct {
 	ready    atomic.Bool        // the downstream listener serves
 	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
 	tel      *telemetry         // metrics, served on /metrics
+	// tracerProvider traces upstream responses and fan-outs; stopTracing
+	// flushes it.
+	tracerProvider trace.TracerProvider
+	stopTracing    func()
 
 	wg        sync.WaitGroup // grpc Serve, admin Serve, file source Run
 	closeOnce sync.Once
@@ -77,6 +82,14 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 	for _, o := range opts {
 		o(r)
 	}
+	if r.tracerProvider == nil {
+		if r.tracerProvider, r.stopTracing, err = newTracerProvider(cfg.Tracing); err != nil {
+			return nil, fmt.Errorf("tracing: %w", err)
+		}
+	} else {
+		r.stopTracing = func() {}
+	}
+	tracer := r.tracerProvider.Tracer(tracerName)
 	r.tel, err = newTelemetry(gauges{
 		classesAndShards: func() (int, int) { return r.registry.Counts() },
 		upstreamUp: func() map[string]bool {
@@ -89,7 +102,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 			}
 			return up
 		},
-	})
+	}, tracer)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -100,6 +113,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 			RelayID: cfg.Upstream.RelayID,
 			Delta:   cfg.Upstream.Protocol == "delta",
 			Metrics: r.tel,
+			Tracer:  tracer,
 			Backoff: upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
 		if err != nil {
@@ -270,5 +284,6 @@ func (r *Relay) Close() {
 		}
 		r.wg.Wait()
 		r.tel.shutdown()
+		r.stopTracing()
 	})
 }
