@@ -97,13 +97,13 @@ func TestChartDefaults(t *testing.T) {
 // ports.
 func TestChartVariant(t *testing.T) {
 	objs, _ := renderChart(t, "edge", "mesh", map[string]any{
-		"upstream":     map[string]any{"address": "", "protocol": "delta"},
-		"autoscaling":  map[string]any{"enabled": false},
-		"pdb":          map[string]any{"enabled": false},
-		"replicaCount": 4,
-		"ports":        map[string]any{"grpc": 15010, "admin": 15000},
-		"image":        map[string]any{"repository": "registry.example/xds-relay", "tag": "abc123"},
-		"config":       map[string]any{"drain": map[string]any{"period": "40s"}},
+		"upstream":                      map[string]any{"address": "", "protocol": "delta"},
+		"autoscaling":                   map[string]any{"enabled": false},
+		"pdb":                           map[string]any{"enabled": false},
+		"replicaCount":                  4,
+		"ports":                         map[string]any{"grpc": 15010, "admin": 15000},
+		"image":                         map[string]any{"repository": "registry.example/xds-relay", "tag": "abc123"},
+		"config":                        map[string]any{"drain": map[string]any{"period": "40s"}},
 		"terminationGracePeriodSeconds": 50,
 		"metrics":                       map[string]any{"podAnnotations": true},
 	})

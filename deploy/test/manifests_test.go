@@ -460,7 +460,7 @@ func checkInstallation(t *testing.T, objs []object, want installWant) installati
 			t.Errorf("HPA targets %s %s %s, want apps/v1 Deployment %s", ref.APIVersion, ref.Kind, ref.Name, dep.Name)
 		}
 		if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || *hpa.Spec.MinReplicas > hpa.Spec.MaxReplicas {
-			t.Errorf("HPA min %v max %d: want 2 ≤ min ≤ max", hpa.Spec.MinReplicas, hpa.Spec.MaxReplicas)
+			t.Errorf("HPA minReplicas %s maxReplicas %d: want 2 ≤ min ≤ max", optInt(hpa.Spec.MinReplicas), hpa.Spec.MaxReplicas)
 		}
 		cpu := false
 		for _, m := range hpa.Spec.Metrics {
@@ -938,4 +938,11 @@ func graceError(grace *int64, drain time.Duration) error {
 		return fmt.Errorf("terminationGracePeriodSeconds %v must exceed drain.period %v, or the kubelet kills the relay mid-drain", g, drain)
 	}
 	return nil
+}
+
+func optInt(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*p))
 }
