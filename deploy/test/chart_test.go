@@ -166,3 +166,28 @@ func TestChartLint(t *testing.T) {
 		}
 	}
 }
+
+// TestChartValuesSchema: values.schema.json rejects a misspelt or mistyped
+// value, as `helm install --set` would.
+func TestChartValuesSchema(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Schema == nil {
+		t.Fatal("chart has no values.schema.json")
+	}
+	for name, vals := range map[string]map[string]any{
+		"misspelt key":   {"autoscalling": map[string]any{"enabled": false}},
+		"nested typo":    {"upstream": map[string]any{"adress": "cp:15010"}},
+		"bad protocol":   {"upstream": map[string]any{"protocol": "grpc"}},
+		"port as string": {"ports": map[string]any{"grpc": "18000"}},
+	} {
+		_, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "x", Namespace: "x", IsInstall: true}, chartutil.DefaultCapabilities)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		} else {
+			t.Logf("%s: %v", name, strings.ReplaceAll(err.Error(), "\n", " "))
+		}
+	}
+}

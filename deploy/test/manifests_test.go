@@ -400,7 +400,7 @@ func checkInstallation(t *testing.T, objs []object, want installWant) installati
 	}
 
 	checkSecurity(t, pod, c)
-	checkResources(t, c, want.hpa)
+	checkResources(t, c)
 
 	if a := dep.Spec.Template.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != strconv.Itoa(int(adminPort)) ||
 		a["prometheus.io/path"] != "/metrics" {
@@ -715,7 +715,7 @@ func checkSecurity(t *testing.T, pod *corev1.PodSpec, c *corev1.Container) {
 	}
 }
 
-func checkResources(t *testing.T, c *corev1.Container, hpa bool) {
+func checkResources(t *testing.T, c *corev1.Container) {
 	t.Helper()
 	r := c.Resources
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
@@ -731,7 +731,6 @@ func checkResources(t *testing.T, c *corev1.Container, hpa bool) {
 	if _, ok := r.Limits[corev1.ResourceMemory]; !ok {
 		t.Errorf("no memory limit")
 	}
-	_ = hpa
 }
 
 // TestDockerfile checks deploy/Dockerfile as text.
