@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,6 +30,10 @@ type Options struct {
 	MaxResourceNames int
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
+	// Authorize, if set, decides whether the stream's peer (its context
+	// holds the peer and its certificates) may claim node for class; an
+	// error ends the stream before anything is sent (use PermissionDenied).
+	Authorize func(ctx context.Context, node *corev3.Node, class string) error
 }
 
 func (o Options) withDefaults() Options {

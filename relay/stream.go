@@ -31,6 +31,7 @@ type streamBase struct {
 	wake      dedup.Signal  // writer wake-up: a response was queued
 	closing   chan struct{} // closed to end the stream (drain)
 	closeOnce sync.Once
+	ctx       context.Context // the stream's context (peer, certificates)
 
 	mu sync.Mutex
 	// Written once by the reader (first request) under mu; the reader reads
@@ -54,6 +55,7 @@ func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) 
 		started:   time.Now(),
 		wake:      dedup.NewSignal(),
 		closing:   make(chan struct{}),
+		ctx:       ctx,
 	}
 }
 
@@ -97,6 +99,13 @@ func (b *streamBase) classify(node *corev3.Node) error {
 	}
 	if node == nil {
 		return status.Error(codes.InvalidArgument, "node: the first request of a stream must carry the node")
+	}
+	if auth := b.srv.opts.Authorize; auth != nil {
+		// Before the class exists or anything is subscribed: a client that
+		// may not claim this node gets nothing else.
+		if err := auth(b.ctx, node, b.srv.registry.Classify(node)); err != nil {
+			return err
+		}
 	}
 	class := b.srv.registry.ClassFor(node)
 	b.mu.Lock()

@@ -53,6 +53,9 @@ func NewRegistry(c *Classifier, start func(*Class) func(typeURL string)) *Regist
 	return &Registry{classifier: c, newClass: start, classes: map[string]*Class{}}
 }
 
+// Classify returns the node's class name without creating the class.
+func (r *Registry) Classify(node *corev3.Node) string { return r.classifier.Classify(node) }
+
 // ClassFor returns the node's class, creating it on the node's first visit.
 func (r *Registry) ClassFor(node *corev3.Node) *Class {
 	name := r.classifier.Classify(node)

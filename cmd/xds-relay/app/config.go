@@ -30,6 +30,41 @@ type Config struct {
 	Drain       DrainConfig     `yaml:"drain"`
 	REST        RESTConfig      `yaml:"rest"`
 	Tracing     TracingConfig   `yaml:"tracing"`
+	TLS         TLSConfig       `yaml:"tls"`
+	Identity    IdentityConfig  `yaml:"identity"`
+}
+
+// TLSConfig is the downstream listener's TLS. Files are reloaded when they
+// change.
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile, if set, makes the listener require and verify client
+	// certificates (mTLS) against these CAs.
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// IdentityConfig binds client certificate identities to the nodes they may
+// claim (requires tls.client_ca_file).
+type IdentityConfig struct {
+	Rules []IdentityRule `yaml:"rules"`
+}
+
+// IdentityRule: a client whose certificate has a SAN (URI, e.g. a SPIFFE ID,
+// or DNS name) matching SAN may claim node ids matching NodeID and classes
+// matching Class. $1, ${name} in NodeID and Class expand SAN's groups.
+type IdentityRule struct {
+	SAN    string `yaml:"san"`
+	NodeID string `yaml:"node_id"`
+	Class  string `yaml:"class"`
+}
+
+// UpstreamTLSConfig is the TLS to the control plane (none when all empty).
+type UpstreamTLSConfig struct {
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
 }
 
 // DrainConfig is how the relay hands its clients to its peers.
@@ -65,10 +100,14 @@ type TracingConfig struct {
 
 // UpstreamConfig is the control plane the relay subscribes to.
 type UpstreamConfig struct {
-	Address  string        `yaml:"address"`
-	RelayID  string        `yaml:"relay_id"`
-	Protocol string        `yaml:"protocol"`
-	Backoff  BackoffConfig `yaml:"backoff"`
+	Address string `yaml:"address"`
+	// Addresses are more control planes to fail over to, in order; the
+	// relay uses the first that answers and moves on when it fails.
+	Addresses []string          `yaml:"addresses"`
+	TLS       UpstreamTLSConfig `yaml:"tls"`
+	RelayID   string            `yaml:"relay_id"`
+	Protocol  string            `yaml:"protocol"`
+	Backoff   BackoffConfig     `yaml:"backoff"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -104,6 +143,20 @@ type LogConfig struct {
 type LimitsConfig struct {
 	MaxTypesPerStream int `yaml:"max_types_per_stream"`
 	MaxResourceNames  int `yaml:"max_resource_names"`
+	// MaxStreams bounds the relay's concurrent client streams; more are
+	// refused with RESOURCE_EXHAUSTED.
+	MaxStreams int `yaml:"max_streams"`
+	// MaxStreamsPerConnection bounds concurrent streams on one connection.
+	MaxStreamsPerConnection int `yaml:"max_streams_per_connection"`
+	// MaxMessageBytes bounds one request message.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// RequestsPerSecond and RequestBurst rate-limit each stream's requests;
+	// excess ends the stream with RESOURCE_EXHAUSTED.
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	RequestBurst      int     `yaml:"request_burst"`
+	// MaxCollapses disconnects a client whose queue overflowed this many
+	// times (a chronic laggard); 0 never disconnects.
+	MaxCollapses int `yaml:"max_collapses"`
 }
 
 // DefaultConfig is the configuration with every default filled in.
@@ -115,9 +168,10 @@ func DefaultConfig() Config {
 			Protocol: "sotw",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
-		Source:  SourceConfig{Dir: "deploy/sample-config"},
-		Log:     LogConfig{Level: "info", Format: "console"},
-		Limits:  LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000},
+		Source: SourceConfig{Dir: "deploy/sample-config"},
+		Log:    LogConfig{Level: "info", Format: "console"},
+		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
+			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
@@ -225,6 +279,42 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxResourceNames < 1 {
 		return bad("limits.max_resource_names", "must be at least 1, got %d", c.Limits.MaxResourceNames)
+	}
+	for _, lim := range []struct {
+		key string
+		v   int
+	}{
+		{"limits.max_streams", c.Limits.MaxStreams},
+		{"limits.max_streams_per_connection", c.Limits.MaxStreamsPerConnection},
+		{"limits.max_message_bytes", c.Limits.MaxMessageBytes},
+		{"limits.request_burst", c.Limits.RequestBurst},
+	} {
+		if lim.v < 1 {
+			return bad(lim.key, "must be at least 1, got %d", lim.v)
+		}
+	}
+	if c.Limits.RequestsPerSecond <= 0 {
+		return bad("limits.requests_per_second", "must be positive, got %v", c.Limits.RequestsPerSecond)
+	}
+	if c.Limits.MaxCollapses < 0 {
+		return bad("limits.max_collapses", "must not be negative (0: never disconnect), got %d", c.Limits.MaxCollapses)
+	}
+	for i, a := range c.Upstream.Addresses {
+		if err := checkHostPort(a); err != nil {
+			return bad(fmt.Sprintf("upstream.addresses[%d]", i), "%v", err)
+		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return bad("tls.key_file", "tls.cert_file and tls.key_file go together")
+	}
+	if c.TLS.ClientCAFile != "" && c.TLS.CertFile == "" {
+		return bad("tls.client_ca_file", "mTLS needs the listener's own tls.cert_file and tls.key_file")
+	}
+	if len(c.Identity.Rules) > 0 && c.TLS.ClientCAFile == "" {
+		return bad("identity.rules", "binding node identities needs client certificates: set tls.client_ca_file")
+	}
+	if (c.Upstream.TLS.CertFile == "") != (c.Upstream.TLS.KeyFile == "") {
+		return bad("upstream.tls.key_file", "upstream.tls.cert_file and upstream.tls.key_file go together")
 	}
 	if c.Drain.Period < 0 {
 		return bad("drain.period", "must not be negative, got %v", c.Drain.Period)
