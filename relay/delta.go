@@ -99,6 +99,9 @@ func (s *deltaStream) collect() []outgoing {
 // are honoured whatever the nonce (spec: the server must honor changes to the
 // subscription state even if the nonce is stale).
 func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
 	typeURL, err := s.requestType(req.GetTypeUrl())
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func newHarnessWith(t *testing.T, start func(*shard.Class) func(string)) *harnes
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = g.Serve(lis)
+		_ = g.Serve(srv.TrackConnections(lis))
 	}()
 	t.Cleanup(func() {
 		g.Stop()

@@ -47,6 +47,8 @@ const (
 	ReasonDrain          = "drain"
 	ReasonInvalidRequest = "invalid_request"
 	ReasonLimit          = "limit"
+	ReasonSlowClient     = "slow_client"
+	ReasonDenied         = "permission_denied"
 	ReasonError          = "error"
 )
 
@@ -57,6 +59,8 @@ func disconnectReason(err error) string {
 		return ReasonClientClosed
 	case errors.Is(err, ErrDraining):
 		return ReasonDrain
+	case errors.Is(err, errSlowClient):
+		return ReasonSlowClient
 	}
 	switch status.Code(err) {
 	case codes.Canceled, codes.DeadlineExceeded:
@@ -65,6 +69,8 @@ func disconnectReason(err error) string {
 		return ReasonInvalidRequest
 	case codes.ResourceExhausted:
 		return ReasonLimit
+	case codes.PermissionDenied:
+		return ReasonDenied
 	}
 	return ReasonError
 }

@@ -30,6 +30,16 @@ type Options struct {
 	MaxResourceNames int
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
+	// MaxStreams bounds concurrent streams (default 200000): more are
+	// refused with RESOURCE_EXHAUSTED so the client tries another relay.
+	MaxStreams int
+	// RequestsPerSecond and RequestBurst rate-limit each stream's requests
+	// (defaults 100, 200); excess ends the stream with RESOURCE_EXHAUSTED.
+	RequestsPerSecond float64
+	RequestBurst      int
+	// MaxCollapses disconnects a chronic laggard: a client whose queue
+	// overflowed this many times (default 10; negative: never).
+	MaxCollapses int
 	// Authorize, if set, decides whether the stream's peer (its context
 	// holds the peer and its certificates) may claim node for class; an
 	// error ends the stream before anything is sent (use PermissionDenied).
@@ -45,6 +55,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NopMetrics{}
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 200000
+	}
+	if o.RequestsPerSecond <= 0 {
+		o.RequestsPerSecond = 100
+	}
+	if o.RequestBurst <= 0 {
+		o.RequestBurst = 200
+	}
+	if o.MaxCollapses == 0 {
+		o.MaxCollapses = 10
 	}
 	return o
 }
@@ -62,6 +84,8 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[downstream]struct{} // guarded by mu
+
+	conns sync.Map // remote address -> *trackedConn (see TrackConnections)
 }
 
 // downstream is a client stream of any variant, as the server tracks it.
@@ -122,11 +146,22 @@ func (s *Server) serveSotW(t sotwTransport, fixedType, variant string) error {
 // forgets itself when its reader has released its subscriptions.
 func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 	s.mu.Lock()
+	if len(s.streams) >= s.opts.MaxStreams {
+		s.mu.Unlock()
+		s.metrics.StreamClosed(b.variant, ReasonLimit)
+		return status.Errorf(codes.ResourceExhausted, "xds-relay serves its limit of %d streams: try another relay", s.opts.MaxStreams)
+	}
 	s.streams[st] = struct{}{}
 	s.mu.Unlock()
 	s.metrics.StreamOpened(b.variant)
 	err := run()
-	s.metrics.StreamClosed(b.variant, disconnectReason(err))
+	reason := disconnectReason(err)
+	select {
+	case <-b.closing: // the relay ended it: that is the reason, whatever the transport said
+		reason = disconnectReason(b.closeErr)
+	default:
+	}
+	s.metrics.StreamClosed(b.variant, reason)
 	if err != nil && status.Code(err) != codes.Canceled {
 		b.logger().Debug("stream ended", zap.Error(err))
 	}

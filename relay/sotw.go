@@ -97,6 +97,9 @@ func (s *sotwStream) collect() []outgoing {
 
 // handle applies one request (reader goroutine only).
 func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
 	typeURL, err := s.requestType(req.GetTypeUrl())
 	if err != nil {
 		return err

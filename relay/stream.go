@@ -9,6 +9,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -29,8 +30,10 @@ type streamBase struct {
 	peer      string
 	started   time.Time
 	wake      dedup.Signal  // writer wake-up: a response was queued
-	closing   chan struct{} // closed to end the stream (drain)
+	closing   chan struct{} // closed to end the stream (drain, slow client)
 	closeOnce sync.Once
+	closeErr  error           // why: written once before closing is closed
+	limiter   *rate.Limiter   // owned by the reader: its request rate
 	ctx       context.Context // the stream's context (peer, certificates)
 
 	mu sync.Mutex
@@ -56,6 +59,30 @@ func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) 
 		wake:      dedup.NewSignal(),
 		closing:   make(chan struct{}),
 		ctx:       ctx,
+		limiter:   rate.NewLimiter(rate.Limit(srv.opts.RequestsPerSecond), srv.opts.RequestBurst),
+	}
+}
+
+// errSlowClient ends a chronic laggard's stream.
+var errSlowClient = status.Error(codes.ResourceExhausted, "client too slow: it fell behind the updates too often; reconnect")
+
+// admit applies the stream's request rate limit (reader goroutine).
+func (b *streamBase) admit() error {
+	if !b.limiter.Allow() {
+		return status.Errorf(codes.ResourceExhausted, "requests: more than %v a second (burst %d) on this stream", b.limiter.Limit(), b.limiter.Burst())
+	}
+	return nil
+}
+
+// collapsed handles a queue overflow (mu held): counted, and a client that
+// overflows MaxCollapses times is disconnected.
+func (b *streamBase) collapsed(total int) {
+	b.srv.metrics.QueueCollapsed(b.variant)
+	if max := b.srv.opts.MaxCollapses; max > 0 && total >= max {
+		b.endStream(errSlowClient)
+		// Its writer may be blocked on flow control, where no signal
+		// reaches it: close the client's connection to unblock it.
+		go b.srv.closeConnection(b.peer)
 	}
 }
 
@@ -64,7 +91,15 @@ func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) 
 var ErrDraining = status.Error(codes.Unavailable, "xds-relay is draining: reconnect to another relay")
 
 // closeStream ends the stream with ErrDraining (any goroutine, idempotent).
-func (b *streamBase) closeStream() { b.closeOnce.Do(func() { close(b.closing) }) }
+func (b *streamBase) closeStream() { b.endStream(ErrDraining) }
+
+// endStream ends the stream with err (any goroutine; the first call wins).
+func (b *streamBase) endStream(err error) {
+	b.closeOnce.Do(func() {
+		b.closeErr = err
+		close(b.closing)
+	})
+}
 
 // serve runs a stream: the calling (gRPC handler) goroutine writes with
 // flush whenever woken, a reader goroutine runs read until it fails and then
@@ -83,7 +118,7 @@ func (b *streamBase) serve(ctx context.Context, read func() error, flush func() 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-b.closing:
-			return ErrDraining
+			return b.closeErr
 		case <-b.wake.C():
 			if err := flush(); err != nil {
 				return err
@@ -226,7 +261,7 @@ func shardHeartbeat[S shardHolder](b *streamBase, types map[string]S, q *respons
 		return
 	}
 	if q.pushHeartbeat(t, sh, hb) {
-		b.srv.metrics.QueueCollapsed(b.variant)
+		b.collapsed(q.collapses)
 	}
 	b.mu.Unlock()
 	b.wake.Notify()
@@ -245,7 +280,7 @@ func shardChanged[S shardHolder](b *streamBase, types map[string]S, q *responseQ
 		return
 	}
 	if q.push(t, sh, sh.Current(), true) {
-		b.srv.metrics.QueueCollapsed(b.variant)
+		b.collapsed(q.collapses)
 	}
 	b.mu.Unlock()
 	b.wake.Notify()

@@ -135,11 +135,16 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
 		MaxTypesPerStream: cfg.Limits.MaxTypesPerStream,
 		MaxResourceNames:  cfg.Limits.MaxResourceNames,
+		MaxStreams:        cfg.Limits.MaxStreams,
+		RequestsPerSecond: cfg.Limits.RequestsPerSecond,
+		RequestBurst:      cfg.Limits.RequestBurst,
+		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
 		Metrics:           r.tel,
 	})
 	grpcOpts := append(relay.ServerOptions(),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxConcurrentStreams(1<<20),
+		grpc.MaxConcurrentStreams(uint32(cfg.Limits.MaxStreamsPerConnection)),
+		grpc.MaxRecvMsgSize(cfg.Limits.MaxMessageBytes),
 	)
 	if age := cfg.Drain.MaxConnectionAge; age > 0 {
 		// gRPC jitters the age by ±10% and sends GOAWAY: clients reconnect,
@@ -202,7 +207,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 	}()
 	go func() {
 		defer r.wg.Done()
-		if err := r.grpcSrv.Serve(r.lis); err != nil {
+		if err := r.grpcSrv.Serve(r.server.TrackConnections(r.lis)); err != nil {
 			log.Error("xDS server stopped", zap.Error(err))
 		}
 	}()
@@ -210,6 +215,14 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 	log.Info("relay serving", zap.String("listen", r.Addr()), zap.String("admin", r.AdminAddr()),
 		zap.String("upstream", cfg.Upstream.Address), zap.String("source", sourceDir(cfg)))
 	return r, nil
+}
+
+// maxCollapses maps the config's "0: never" to the relay's "negative: never".
+func maxCollapses(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func sourceDir(cfg Config) string {

@@ -1,0 +1,48 @@
+package relay
+
+import (
+	"net"
+	"sync"
+)
+
+// TrackConnections wraps the listener the gRPC server serves on, so the
+// relay can close the connection of a client it must drop while a write to
+// it is blocked on flow control (a chronic laggard): gRPC offers no other
+// way to end such a stream. Connections are tracked by remote address.
+func (s *Server) TrackConnections(l net.Listener) net.Listener {
+	return &trackingListener{Listener: l, srv: s}
+}
+
+type trackingListener struct {
+	net.Listener
+	srv *Server
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, srv: l.srv, key: c.RemoteAddr().String()}
+	l.srv.conns.Store(tc.key, tc)
+	return tc, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	srv  *Server
+	key  string
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() { c.srv.conns.CompareAndDelete(c.key, c) })
+	return c.Conn.Close()
+}
+
+// closeConnection closes the tracked connection from remote address addr.
+func (s *Server) closeConnection(addr string) {
+	if c, ok := s.conns.Load(addr); ok {
+		_ = c.(*trackedConn).Close()
+	}
+}
