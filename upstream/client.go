@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
@@ -25,6 +27,10 @@ import (
 type Config struct {
 	// Address is the control plane's HOST:PORT.
 	Address string
+	// Fallbacks are more control planes, in order of preference after
+	// Address: the connection uses the first that accepts it, and fails over
+	// to the next when its server goes away.
+	Fallbacks []string
 	// RelayID is the node id the relay presents upstream. Empty means
 	// DefaultRelayID().
 	RelayID string
@@ -96,7 +102,21 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, cfg.DialOptions...)
-	conn, err := grpc.NewClient(cfg.Address, opts...)
+	target := cfg.Address
+	if len(cfg.Fallbacks) > 0 {
+		// One connection over an ordered address list: pick_first (gRPC's
+		// default policy) connects to the first that answers, and on its
+		// failure tries them again in order.
+		r := manual.NewBuilderWithScheme("xds-relay-upstream")
+		state := resolver.State{}
+		for _, a := range append([]string{cfg.Address}, cfg.Fallbacks...) {
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+		}
+		r.InitialState(state)
+		opts = append(opts, grpc.WithResolvers(r))
+		target = r.Scheme() + ":///control-plane"
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, err
 	}

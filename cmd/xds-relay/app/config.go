@@ -299,6 +299,9 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxCollapses < 0 {
 		return bad("limits.max_collapses", "must not be negative (0: never disconnect), got %d", c.Limits.MaxCollapses)
 	}
+	if len(c.Upstream.Addresses) > 0 && c.Upstream.Address == "" {
+		return bad("upstream.addresses", "fallback control planes need the primary upstream.address")
+	}
 	for i, a := range c.Upstream.Addresses {
 		if err := checkHostPort(a); err != nil {
 			return bad(fmt.Sprintf("upstream.addresses[%d]", i), "%v", err)

@@ -1,0 +1,241 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// Shared machinery of FuzzSotWRequests and FuzzDeltaRequests: both decode
+// the fuzz input into a program of reader steps (one request handled by the
+// stream's real readLoop/handle), writer steps (the stream's real
+// flush/collect into a fake transport) and upstream steps (class updates),
+// run it deterministically on one goroutine, and check invariants after
+// each step.
+
+// fuzzTypes are the type URLs the stream fuzzers use: one with full-state
+// semantics (Cluster) and one without (Endpoint).
+var fuzzTypes = [2]string{ClusterType, EndpointType}
+
+// fuzzNames is the alphabet of resource names that exist in the class.
+var fuzzNames = [4]string{"a", "b", "c", "d"}
+
+// fuzzReqNames is the alphabet of names in requests: mostly real names,
+// the wildcard, and rarely the invalid empty name.
+var fuzzReqNames = [16]string{"a", "b", "c", "d", "*", "a", "b", "c", "d", "*", "a", "b", "c", "d", "*", ""}
+
+const fuzzVariants = 3
+
+// fuzzBytes reads a fuzz input byte by byte; exhausted, it yields zeros.
+type fuzzBytes struct {
+	b []byte
+	i int
+}
+
+func (f *fuzzBytes) more() bool { return f.i < len(f.b) }
+
+func (f *fuzzBytes) next() byte {
+	if f.i >= len(f.b) {
+		return 0
+	}
+	c := f.b[f.i]
+	f.i++
+	return c
+}
+
+// fuzzResources are the resources the fuzzers' upstream applies, built once
+// per fuzz target: per type, name and variant.
+type fuzzResources struct {
+	byKey   map[string][fuzzVariants]*shard.Resource // type + "\x00" + name
+	byValue map[string]*shard.Resource               // type + "\x00" + encoded Any value
+}
+
+func newFuzzResources(tb testing.TB) *fuzzResources {
+	fr := &fuzzResources{byKey: map[string][fuzzVariants]*shard.Resource{}, byValue: map[string]*shard.Resource{}}
+	for _, typeURL := range fuzzTypes {
+		for _, n := range fuzzNames {
+			var vs [fuzzVariants]*shard.Resource
+			for v := range fuzzVariants {
+				r := resource(tb, typeURL, n, v)
+				vs[v] = r
+				a := &anypb.Any{}
+				if err := proto.Unmarshal(r.Any, a); err != nil {
+					tb.Fatal(err)
+				}
+				fr.byValue[typeURL+"\x00"+string(a.Value)] = r
+			}
+			fr.byKey[typeURL+"\x00"+n] = vs
+		}
+	}
+	return fr
+}
+
+func (fr *fuzzResources) get(typeURL, name string, v int) *shard.Resource {
+	return fr.byKey[typeURL+"\x00"+name][v%fuzzVariants]
+}
+
+// identify returns the resource a received Any is, or fails: the relay
+// must send exactly the bytes the upstream gave it.
+func (fr *fuzzResources) identify(t *testing.T, typeURL string, a *anypb.Any) *shard.Resource {
+	t.Helper()
+	if a.GetTypeUrl() != typeURL {
+		t.Fatalf("resource of type %q in a %q response", a.GetTypeUrl(), typeURL)
+	}
+	r := fr.byValue[typeURL+"\x00"+string(a.GetValue())]
+	if r == nil {
+		t.Fatalf("%s response carries a resource the upstream never sent: %v", short(typeURL), a)
+	}
+	return r
+}
+
+// fuzzUpdate decodes resources for an upstream update: a count, then per
+// resource a name and a variant.
+func (fr *fuzzResources) decode(in *fuzzBytes, typeURL string, n int) []*shard.Resource {
+	var rs []*shard.Resource
+	for range n {
+		b := in.next()
+		rs = append(rs, fr.get(typeURL, fuzzNames[b%4], int(b>>2)))
+	}
+	return rs
+}
+
+// errStep ends one reader step: the fake transport has no more requests.
+var errStep = errors.New("fuzz: step done")
+
+// fuzzTransport is the fake gRPC stream the fuzzers drive a stream through:
+// Recv hands out the step's requests, SendMsg records what the writer sends.
+type fuzzTransport[Req any] struct {
+	ctx  context.Context
+	in   []Req
+	sent []any
+}
+
+func (f *fuzzTransport[Req]) Context() context.Context { return f.ctx }
+
+func (f *fuzzTransport[Req]) Recv() (Req, error) {
+	var zero Req
+	if len(f.in) == 0 {
+		return zero, errStep
+	}
+	r := f.in[0]
+	f.in = f.in[1:]
+	return r, nil
+}
+
+func (f *fuzzTransport[Req]) SendMsg(m any) error {
+	f.sent = append(f.sent, m)
+	return nil
+}
+
+// take returns what was sent since the last call, as wire bytes.
+func (f *fuzzTransport[Req]) take(t *testing.T) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for _, m := range f.sent {
+		s, ok := m.(*wire.Stamped)
+		if !ok {
+			t.Fatalf("writer sent a %T, want *wire.Stamped", m)
+		}
+		out = append(out, append(append([]byte{}, s.Body...), s.Suffix...))
+	}
+	f.sent = nil
+	return out
+}
+
+// fuzzServer is a relay server over a fresh registry (no upstream: the
+// fuzzer applies resources itself) and the class the fuzz node maps to.
+func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Node) {
+	classifier, err := shard.NewClassifier(nil)
+	if err != nil {
+		panic(err)
+	}
+	registry := shard.NewRegistry(classifier, nil)
+	opts := Options{}
+	if limitTypes {
+		opts.MaxTypesPerStream = 1
+	}
+	if limitNames {
+		opts.MaxResourceNames = 3
+	}
+	srv := NewServer(registry, zap.NewNop(), opts)
+	node := &corev3.Node{Id: "fuzz-node", Cluster: "fuzz-class"}
+	return srv, registry.ClassFor(node), node
+}
+
+// wantCode checks a reader step's outcome against the model's prediction:
+// nil for a good request, a gRPC status of the predicted code for a bad one.
+func wantCode(t *testing.T, err error, want codes.Code, why string) {
+	t.Helper()
+	if err == errStep {
+		err = nil
+	}
+	if want == codes.OK {
+		if err != nil {
+			t.Fatalf("good request rejected: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("bad request accepted (%s); want %v", why, want)
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("bad request (%s): error %v is not a gRPC status", why, err)
+	}
+	if st.Code() != codes.InvalidArgument && st.Code() != codes.ResourceExhausted {
+		t.Fatalf("bad request (%s): code %v, want InvalidArgument or ResourceExhausted", why, st.Code())
+	}
+	if st.Code() != want {
+		t.Fatalf("bad request (%s): code %v (%v), want %v", why, st.Code(), err, want)
+	}
+}
+
+// checkWatched checks the class's shards against what the stream holds: one
+// shard per subscribed type, watched once, and no shard nobody watches.
+func checkWatched(t *testing.T, class *shard.Class, held map[string]*shard.Shard) {
+	t.Helper()
+	for _, ts := range class.Status() {
+		sh := held[ts.TypeURL]
+		switch {
+		case sh == nil && len(ts.Shards) > 0:
+			t.Fatalf("%s: class has %d shards, the stream subscribes to none: %+v", short(ts.TypeURL), len(ts.Shards), ts.Shards)
+		case sh != nil && len(ts.Shards) != 1:
+			t.Fatalf("%s: class has %d shards, want the stream's one: %+v", short(ts.TypeURL), len(ts.Shards), ts.Shards)
+		case sh != nil && (ts.Shards[0].Streams != 1 || ts.Shards[0].Wildcard != sh.Sub.Wildcard || fmt.Sprint(ts.Shards[0].Names) != fmt.Sprint(sh.Sub.Names)):
+			t.Fatalf("%s: class shard %+v, want the stream's %+v watched once", short(ts.TypeURL), ts.Shards[0], sh.Sub)
+		}
+	}
+}
+
+// subOf builds the normalised subscription of a model's wildcard and names.
+func subOf(wildcard bool, names map[string]bool) shard.Subscription {
+	var ns []string
+	for n, ok := range names {
+		if ok {
+			ns = append(ns, n)
+		}
+	}
+	return shard.NewSubscription(ns, wildcard)
+}
+
+// typeSel decodes a request's type URL: "", or one of fuzzTypes.
+func typeSel(b byte) string {
+	switch b & 3 {
+	case 0:
+		return ""
+	case 2:
+		return fuzzTypes[1]
+	}
+	return fuzzTypes[0]
+}

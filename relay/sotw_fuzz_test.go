@@ -1,0 +1,553 @@
+package relay
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// FuzzSotWRequests drives a real sotwStream (handle as the reader, collect
+// through flush as the writer) with a fuzzed sequence of requests and class
+// updates, and checks the stream against a model of the client:
+//
+//   - handle rejects exactly the bad requests, with InvalidArgument or
+//     ResourceExhausted;
+//   - every response decodes, has a fresh nonce, the type URL of a type the
+//     stream subscribes to, distinct resources, exactly as the upstream sent
+//     them, only those subscribed (any for the wildcard), and a version that
+//     always denotes the same content;
+//   - a version is never sent twice in a row for a type unless the client
+//     subscribed to something new in between;
+//   - the stream's subscription is the one the spec's resource_names rules
+//     give (legacy wildcard, "*", empty list);
+//   - after each writer step the client holds the current content of its
+//     shard (unless it is an empty response of a type without full-state
+//     semantics, a no-op);
+//   - the stream holds exactly one shard per subscribed type, and none once
+//     released; a released stream is told of nothing.
+//
+// Input format (see sotwProgram for seeds): a header byte (bit 0: per-type
+// stream; bit 1: its type; bit 2: at most 1 type per stream; bit 3: at most 3
+// names per request), then steps, by the low 2 bits of their first byte:
+// 0 request, 1 class update, 2 writer step, 3 upstream request report.
+func FuzzSotWRequests(f *testing.F) {
+	res := newFuzzResources(f)
+	for _, seed := range sotwSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runSotWFuzz(t, res, data)
+	})
+}
+
+const (
+	maxFuzzRequests = 16
+	maxFuzzSteps    = 64
+)
+
+// sotwFuzzType is the client's view of one type URL.
+type sotwFuzzType struct {
+	explicitSeen bool
+	sub          shard.Subscription // predicted from the spec's rules
+	nonces       []string           // received, in order
+	versions     []string           // received, in order
+	held         map[string]string  // name -> Any value held; nil before any
+	heldUnknown  bool               // claimed a version whose content the client does not know
+	forceOK      bool               // subscribed to something new since the last response
+}
+
+type sotwFuzz struct {
+	t     *testing.T
+	res   *fuzzResources
+	class *shard.Class
+	st    *sotwStream
+	tr    *fuzzTransport[*request]
+
+	ads        bool
+	fixed      string
+	maxTypes   int
+	maxNames   int
+	classified bool
+
+	types      map[string]*sotwFuzzType
+	nonces     map[string]bool
+	lastNonce  string
+	contents   map[string]string // type + version -> content it denoted
+	reconnectV string            // version and content of the last reconnect pick
+	reconnectC map[string]string
+}
+
+func runSotWFuzz(t *testing.T, res *fuzzResources, data []byte) {
+	in := &fuzzBytes{b: data}
+	h := in.next()
+	srv, class, node := fuzzServer(h&4 != 0, h&8 != 0)
+	z := &sotwFuzz{t: t, res: res, class: class, ads: h&1 == 0, fixed: fuzzTypes[(h>>1)&1],
+		maxTypes: srv.opts.MaxTypesPerStream, maxNames: srv.opts.MaxResourceNames,
+		types: map[string]*sotwFuzzType{}, nonces: map[string]bool{}, contents: map[string]string{}}
+	z.tr = &fuzzTransport[*request]{ctx: context.Background()}
+	fixed, variant := "", "ads"
+	if !z.ads {
+		fixed, variant = z.fixed, "per-type"
+	}
+	z.st = &sotwStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*typeSub{}}
+
+	requests := 0
+	alive := true
+	for steps := 0; alive && in.more() && steps < maxFuzzSteps; steps++ {
+		o := in.next()
+		switch o & 3 {
+		case 0:
+			if requests++; requests > maxFuzzRequests {
+				continue
+			}
+			alive = z.request(in, node)
+		case 1:
+			typeURL := fuzzTypes[(o>>2)&1]
+			class.Apply(typeURL, res.decode(in, typeURL, int(o>>4)&3), o&8 != 0)
+		case 2:
+			z.flush()
+		case 3:
+			// The upstream reports what it asked for: what the class needs,
+			// or everything. Not for full-state types, whose pending names
+			// would start grace timers.
+			typeURL := fuzzTypes[(o>>2)&1]
+			if shard.FullState(typeURL) {
+				z.flush()
+				continue
+			}
+			want := class.Interest(typeURL)
+			if o&8 != 0 {
+				want = shard.Subscription{Wildcard: true}
+			}
+			class.Requested(typeURL, want, false)
+		}
+		z.checkWatched()
+	}
+	if alive {
+		z.flush()
+	}
+
+	// The stream ends: the reader releases its subscriptions.
+	releaseAll(&z.st.streamBase, z.st.types, z.st, z.st)
+	for _, ts := range class.Status() {
+		if len(ts.Shards) > 0 {
+			t.Fatalf("%s: released stream left shards %+v", short(ts.TypeURL), ts.Shards)
+		}
+	}
+	for _, typeURL := range fuzzTypes {
+		class.Apply(typeURL, []*shard.Resource{res.get(typeURL, "a", len(data))}, false)
+	}
+	z.st.mu.Lock()
+	pending := len(z.st.queue.entries)
+	z.st.mu.Unlock()
+	if pending > 0 {
+		t.Fatalf("released stream was queued %d responses", pending)
+	}
+}
+
+// request runs one reader step; it reports whether the stream lives on.
+func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
+	t := z.t
+	r1, r2 := in.next(), in.next()
+	typ := typeSel(r1)
+	names := []string(nil)
+	for range int(r2 % 6) {
+		names = append(names, fuzzReqNames[in.next()%16])
+	}
+
+	// What handle must make of it.
+	typeURL, code, why := typ, codes.OK, ""
+	switch {
+	case z.ads && typ == "":
+		code, why = codes.InvalidArgument, "empty type_url on ADS"
+	case !z.ads && typ == "":
+		typeURL = z.fixed
+	case !z.ads && typ != z.fixed:
+		code, why = codes.InvalidArgument, "type_url of another service"
+	}
+	withNode := r1&4 == 0
+	if code == codes.OK && !z.classified {
+		if !withNode {
+			code, why = codes.InvalidArgument, "first request without node"
+		}
+		z.classified = true
+	}
+	if code == codes.OK {
+		if slices.Contains(names, "") {
+			code, why = codes.InvalidArgument, "empty resource name"
+		} else if len(names) > z.maxNames {
+			code, why = codes.ResourceExhausted, "too many names"
+		} else if z.types[typeURL] == nil && len(z.types) >= z.maxTypes {
+			code, why = codes.ResourceExhausted, "too many types"
+		}
+	}
+
+	m := z.types[typeURL]
+	req := &request{TypeUrl: typ, ResourceNames: names}
+	if withNode {
+		req.Node = node
+	}
+	switch (r1 >> 3) & 3 {
+	case 1:
+		if m != nil && len(m.versions) > 0 {
+			req.VersionInfo = m.versions[len(m.versions)-1]
+		}
+	case 2:
+		req.VersionInfo = "stale-version"
+		if m != nil && len(m.versions) > 1 {
+			req.VersionInfo = m.versions[len(m.versions)-2]
+		}
+	case 3:
+		req.VersionInfo = z.reconnectVersion(typeURL)
+	}
+	switch (r1 >> 5) & 3 {
+	case 1:
+		if m != nil && len(m.nonces) > 0 {
+			req.ResponseNonce = m.nonces[len(m.nonces)-1]
+		}
+	case 2:
+		req.ResponseNonce = "stale-nonce"
+		if m != nil && len(m.nonces) > 1 {
+			req.ResponseNonce = m.nonces[len(m.nonces)-2]
+		}
+	case 3:
+		req.ResponseNonce = z.lastNonce
+	}
+	if r1&0x80 != 0 {
+		req.ErrorDetail = statusProto("fuzz: rejected")
+	}
+
+	z.tr.in = []*request{req}
+	err := readLoop(z.tr.Recv, z.st.handle)
+	wantCode(t, err, code, why)
+	if code != codes.OK {
+		return false
+	}
+
+	first := m == nil
+	if first {
+		m = &sotwFuzzType{}
+		z.types[typeURL] = m
+	} else if n := len(m.nonces); n > 0 && req.ResponseNonce != m.nonces[n-1] {
+		return true // stale: ignored, subscription changes included
+	}
+	prev := m.sub
+	wildcard, set := false, map[string]bool{}
+	for _, n := range names {
+		if n == shard.Wildcard {
+			wildcard = true
+		} else {
+			set[n] = true
+		}
+	}
+	if !m.explicitSeen && len(names) == 0 {
+		wildcard = true // legacy wildcard
+	}
+	m.explicitSeen = m.explicitSeen || len(names) > 0
+	m.sub = subOf(wildcard, set)
+	if !m.sub.Empty() {
+		added := m.sub.Wildcard && !prev.Wildcard
+		for _, n := range m.sub.Names {
+			added = added || !slices.Contains(prev.Names, n)
+		}
+		if first || prev.Empty() || added {
+			m.forceOK = true
+		}
+	}
+	if first && wildcard && len(set) == 0 && shard.FullState(typeURL) && req.VersionInfo != "" {
+		// A reconnecting client declares the version it holds.
+		if req.VersionInfo == z.reconnectV && z.reconnectC != nil {
+			m.held = maps.Clone(z.reconnectC)
+		} else {
+			m.held, m.heldUnknown = nil, true
+		}
+	}
+	z.checkSubscriptions()
+	return true
+}
+
+// reconnectVersion is the version a client of another relay of the tier
+// would hold: the class's wildcard content of typeURL.
+func (z *sotwFuzz) reconnectVersion(typeURL string) string {
+	w := &fuzzNopWatcher{}
+	sh := z.class.Subscribe(typeURL, shard.Subscription{Wildcard: true}, w)
+	defer z.class.Unsubscribe(sh, w)
+	cur := sh.Current()
+	if cur == nil {
+		return "stale-version"
+	}
+	z.reconnectV, z.reconnectC = cur.Version, z.contentOf(cur.Resources)
+	return cur.Version
+}
+
+func (z *sotwFuzz) contentOf(rs []*shard.Resource) map[string]string {
+	out := map[string]string{}
+	for _, r := range rs {
+		a := &anypb.Any{}
+		if err := proto.Unmarshal(r.Any, a); err != nil {
+			z.t.Fatal(err)
+		}
+		out[r.Name] = string(a.Value)
+	}
+	return out
+}
+
+// flush runs one writer step and takes what the client receives.
+func (z *sotwFuzz) flush() {
+	t := z.t
+	if err := flush(z.st.collect, z.tr.SendMsg); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	for _, b := range z.tr.take(t) {
+		z.receive(b)
+	}
+	z.checkSubscriptions()
+	z.checkSync()
+}
+
+func (z *sotwFuzz) receive(b []byte) {
+	t := z.t
+	var resp response
+	if err := proto.Unmarshal(b, &resp); err != nil {
+		t.Fatalf("response does not decode: %v", err)
+	}
+	if resp.Nonce == "" || z.nonces[resp.Nonce] {
+		t.Fatalf("response nonce %q empty or reused", resp.Nonce)
+	}
+	z.nonces[resp.Nonce] = true
+	typeURL := resp.TypeUrl
+	m := z.types[typeURL]
+	if m == nil || m.sub.Empty() {
+		t.Fatalf("%q response on a stream not subscribed to it", typeURL)
+	}
+	if !z.ads && typeURL != z.fixed {
+		t.Fatalf("%q response on a stream of %q", typeURL, z.fixed)
+	}
+	if resp.VersionInfo == "" {
+		t.Fatalf("%s response without version_info", short(typeURL))
+	}
+	content := map[string]string{}
+	for _, a := range resp.Resources {
+		r := z.res.identify(t, typeURL, a)
+		if n := resourceName(t, a); n != r.Name {
+			t.Fatalf("resource %q decodes as %q", r.Name, n)
+		}
+		if _, dup := content[r.Name]; dup {
+			t.Fatalf("%s response carries %q twice", short(typeURL), r.Name)
+		}
+		if !m.sub.Wildcard && !m.sub.Has(r.Name) {
+			t.Fatalf("%s response carries %q, not subscribed (%+v)", short(typeURL), r.Name, m.sub)
+		}
+		content[r.Name] = string(a.Value)
+	}
+	key, canon := typeURL+"\x00"+resp.VersionInfo, canonical(content)
+	if was, ok := z.contents[key]; ok && was != canon {
+		t.Fatalf("%s version %s denotes two contents: %s and %s", short(typeURL), resp.VersionInfo, was, canon)
+	}
+	z.contents[key] = canon
+	if n := len(m.versions); n > 0 && m.versions[n-1] == resp.VersionInfo && !m.forceOK {
+		t.Fatalf("%s version %s sent twice in a row, the subscription added nothing", short(typeURL), resp.VersionInfo)
+	}
+	m.versions = append(m.versions, resp.VersionInfo)
+	m.nonces = append(m.nonces, resp.Nonce)
+	z.lastNonce = resp.Nonce
+	m.held, m.heldUnknown, m.forceOK = content, false, false
+}
+
+func canonical(content map[string]string) string {
+	var b strings.Builder
+	for _, n := range slices.Sorted(maps.Keys(content)) {
+		b.WriteString(n)
+		b.WriteByte('=')
+		b.WriteString(content[n])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// checkSubscriptions compares the stream's subscriptions with the model's.
+func (z *sotwFuzz) checkSubscriptions() {
+	t := z.t
+	z.st.mu.Lock()
+	defer z.st.mu.Unlock()
+	if len(z.st.types) != len(z.types) {
+		t.Fatalf("stream has %d types, the client subscribed %d", len(z.st.types), len(z.types))
+	}
+	for typeURL, m := range z.types {
+		ts := z.st.types[typeURL]
+		switch {
+		case ts == nil:
+			t.Fatalf("stream has no state for %s", short(typeURL))
+		case ts.explicitSeen != m.explicitSeen:
+			t.Fatalf("%s: explicitSeen %v, want %v", short(typeURL), ts.explicitSeen, m.explicitSeen)
+		case (ts.shard == nil) != m.sub.Empty():
+			t.Fatalf("%s: shard %v, want subscription %+v", short(typeURL), ts.shard != nil, m.sub)
+		case ts.shard != nil && !ts.shard.Sub.Equal(m.sub):
+			t.Fatalf("%s: subscribed to %+v, want %+v", short(typeURL), ts.shard.Sub, m.sub)
+		}
+	}
+}
+
+// checkSync requires, after a writer step, that the client holds its
+// shards' current content.
+func (z *sotwFuzz) checkSync() {
+	t := z.t
+	for typeURL, m := range z.types {
+		z.st.mu.Lock()
+		sh := z.st.types[typeURL].shard
+		z.st.mu.Unlock()
+		if sh == nil {
+			continue
+		}
+		cur := sh.Current()
+		if cur == nil || len(cur.Names) == 0 && !shard.FullState(typeURL) {
+			continue // nothing to tell, or a no-op to tell
+		}
+		if m.held == nil {
+			t.Fatalf("%s: client never got the shard's content %s %v (claimed unknown: %v)", short(typeURL), cur.Version, cur.Names, m.heldUnknown)
+		}
+		held := map[string]string{}
+		for n, v := range m.held {
+			if m.sub.Wildcard || m.sub.Has(n) {
+				held[n] = v
+			}
+		}
+		if want := z.contentOf(cur.Resources); !maps.Equal(held, want) {
+			t.Fatalf("%s: client holds %v of its subscription %+v, shard is at %s %v", short(typeURL),
+				slices.Sorted(maps.Keys(held)), m.sub, cur.Version, cur.Names)
+		}
+	}
+}
+
+func (z *sotwFuzz) checkWatched() {
+	z.st.mu.Lock()
+	held := map[string]*shard.Shard{}
+	for typeURL, ts := range z.st.types {
+		if ts.shard != nil {
+			held[typeURL] = ts.shard
+		}
+	}
+	z.st.mu.Unlock()
+	checkWatched(z.t, z.class, held)
+}
+
+// fuzzNopWatcher watches a shard briefly, to read its content.
+type fuzzNopWatcher struct{ _ byte }
+
+func (*fuzzNopWatcher) ShardChanged(*shard.Shard)                   {}
+func (*fuzzNopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
+
+// Building blocks of fuzz programs, for the seeds.
+const (
+	fzADS      = 0    // header: ADS stream
+	fzPerType  = 1    // header: per-type stream ...
+	fzOfEDS    = 2    // ... of EndpointType (else ClusterType)
+	fzOneType  = 4    // header: MaxTypesPerStream 1
+	fzFewNames = 8    // header: MaxResourceNames 3
+	fzCDS      = 1    // request type: ClusterType ("" is 0)
+	fzEDS      = 2    // request type: EndpointType
+	fzNoNode   = 4    // request without node
+	fzVerLast  = 1 << 3
+	fzVerOld   = 2 << 3
+	fzVerTier  = 3 << 3 // the class's wildcard version (a reconnect)
+	fzNonceOld = 2 << 5 // an older nonce of the type
+	fzNonceAny = 3 << 5 // the last nonce of any type
+	fzNACK     = 0x80
+)
+
+// fzNonce is the SotW "last nonce of the type" pick.
+const fzNonce = 1 << 5
+
+type fuzzProgram []byte
+
+func program(header byte) *fuzzProgram { p := fuzzProgram{header}; return &p }
+
+func (p *fuzzProgram) add(b ...byte) *fuzzProgram { *p = append(*p, b...); return p }
+
+func reqNameIndex(n string) byte {
+	if n == "" {
+		return 15
+	}
+	return byte(slices.Index(fuzzReqNames[:], n))
+}
+
+// res encodes a resource of an update: name (a..d) and variant.
+func res(name string, variant int) byte {
+	return byte(slices.Index(fuzzNames[:], name)) | byte(variant)<<2
+}
+
+// sotwReq is a SotW request step.
+func (p *fuzzProgram) sotwReq(r1 byte, names ...string) *fuzzProgram {
+	p.add(0, r1, byte(len(names)))
+	for _, n := range names {
+		p.add(reqNameIndex(n))
+	}
+	return p
+}
+
+// apply is a class update of fuzzTypes[typ] (SotW fuzzer).
+func (p *fuzzProgram) apply(typ int, replace bool, rs ...byte) *fuzzProgram {
+	o := byte(1) | byte(typ)<<2 | byte(len(rs))<<4
+	if replace {
+		o |= 8
+	}
+	return p.add(o).add(rs...)
+}
+
+func (p *fuzzProgram) flush() *fuzzProgram { return p.add(2) }
+
+func sotwSeeds() [][]byte {
+	const cds, eds = 0, 1
+	return [][]byte{
+		// Legacy wildcard, ACK, update, explicit names, "*", unsubscribe all.
+		*program(fzADS).sotwReq(fzCDS).apply(cds, true, res("a", 0), res("b", 0)).flush().
+			sotwReq(fzCDS|fzVerLast|fzNonce).apply(cds, true, res("a", 1), res("b", 0)).flush().
+			sotwReq(fzCDS|fzVerLast|fzNonce, "a", "c").flush().
+			sotwReq(fzCDS|fzVerLast|fzNonce, "*").flush().
+			sotwReq(fzCDS|fzVerLast|fzNonce).flush().
+			sotwReq(fzCDS|fzVerLast|fzNonce, "b").flush(),
+		// Explicit names of a type without full-state semantics, NACK,
+		// names added that exist, then do not, then appear.
+		*program(fzADS).apply(eds, false, res("a", 0)).sotwReq(fzEDS, "a", "b").flush().
+			sotwReq(fzEDS|fzVerLast|fzNonce|fzNACK, "a", "b").apply(eds, false, res("b", 1)).flush().
+			sotwReq(fzEDS|fzVerLast|fzNonce, "a", "b", "c").flush().
+			apply(eds, false, res("c", 2)).flush().
+			sotwReq(fzEDS|fzVerLast|fzNonce, "a").flush().
+			sotwReq(fzEDS|fzVerLast|fzNonce, "a", "c").flush(),
+		// Per-type stream with empty type URLs; a reconnect declaring the
+		// tier's version.
+		*program(fzPerType).apply(cds, true, res("a", 0), res("c", 1)).sotwReq(fzVerTier).flush().
+			apply(cds, true, res("a", 0)).flush().sotwReq(fzVerLast | fzNonce).flush(),
+		*program(fzPerType).sotwReq(fzVerOld).apply(cds, true, res("b", 2)).flush(),
+		// Stale nonces: ignored, subscription changes included.
+		*program(fzADS).sotwReq(fzCDS, "a").apply(cds, true, res("a", 0)).flush().
+			apply(cds, true, res("a", 1)).flush().
+			sotwReq(fzCDS|fzVerOld|fzNonceOld, "b").flush().
+			sotwReq(fzCDS|fzVerLast|fzNonce, "b").apply(cds, true, res("a", 1), res("b", 1)).flush(),
+		// Two types, interleaved; the last nonce of the other type is stale.
+		*program(fzADS).sotwReq(fzCDS).sotwReq(fzEDS, "a").apply(eds, false, res("a", 0)).
+			apply(cds, true, res("b", 0)).flush().apply(eds, false, res("a", 1)).
+			sotwReq(fzCDS|fzNonceAny, "*", "a").flush().
+			add(3|byte(eds)<<2).apply(eds, true).flush().sotwReq(fzEDS|fzNonce).flush(),
+		// The upstream asked for named resources only: the wildcard shard
+		// waits for a complete state.
+		*program(fzADS).sotwReq(fzEDS, "*").add(3|byte(eds)<<2).apply(eds, false, res("a", 0)).flush().
+			add(3|8|byte(eds)<<2).apply(eds, false, res("b", 0)).flush(),
+		// Bad requests: each ends the stream.
+		*program(fzADS).sotwReq(0, "a"),
+		*program(fzADS).sotwReq(fzCDS|fzNoNode, "a"),
+		*program(fzADS).sotwReq(fzCDS, "a", ""),
+		*program(fzADS|fzFewNames).sotwReq(fzCDS, "a", "b", "c", "d"),
+		*program(fzADS|fzOneType).sotwReq(fzCDS, "a").sotwReq(fzEDS, "a"),
+		*program(fzPerType|fzOfEDS).sotwReq(fzEDS, "a").flush().sotwReq(fzCDS, "a"),
+	}
+}
