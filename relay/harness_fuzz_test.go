@@ -99,8 +99,8 @@ func (fr *fuzzResources) identify(t *testing.T, typeURL string, a *anypb.Any) *s
 	return r
 }
 
-// fuzzUpdate decodes resources for an upstream update: a count, then per
-// resource a name and a variant.
+// decode reads n resources of an upstream update: per resource a byte, its
+// name and its variant.
 func (fr *fuzzResources) decode(in *fuzzBytes, typeURL string, n int) []*shard.Resource {
 	var rs []*shard.Resource
 	for range n {
@@ -108,6 +108,56 @@ func (fr *fuzzResources) decode(in *fuzzBytes, typeURL string, n int) []*shard.R
 		rs = append(rs, fr.get(typeURL, fuzzNames[b%4], int(b>>2)))
 	}
 	return rs
+}
+
+// fuzzUpstream is the kind of source feeding the class, fixed for a run as
+// it is for a relay: the file source (every update the complete state), an
+// SotW upstream (complete state for Listener and Cluster, merged updates
+// otherwise) or an incremental one (exact updates with removals).
+type fuzzUpstream int
+
+const (
+	fuzzFileSource fuzzUpstream = iota
+	fuzzSotWUpstream
+	fuzzDeltaUpstream
+)
+
+func upstreamOf(header byte) fuzzUpstream {
+	return [4]fuzzUpstream{fuzzFileSource, fuzzSotWUpstream, fuzzDeltaUpstream, fuzzDeltaUpstream}[(header>>4)&3]
+}
+
+// update runs an upstream step. Bits of o: 2 the type; 3 a report of what
+// the upstream asked for (else an update); 4 (report) the wildcard (else the
+// class's interest); 5-6 (update) the number of resources, then, for an
+// incremental upstream, a byte with the number of removed names and theirs.
+// Reports are not made for full-state types, whose pending names would start
+// grace timers, nor by the file source.
+func (fr *fuzzResources) update(in *fuzzBytes, o byte, class *shard.Class, kind fuzzUpstream) {
+	typeURL := fuzzTypes[(o>>2)&1]
+	if o&8 != 0 {
+		if kind == fuzzFileSource || shard.FullState(typeURL) {
+			return
+		}
+		want := class.Interest(typeURL)
+		if o&16 != 0 {
+			want = shard.Subscription{Wildcard: true}
+		}
+		class.Requested(typeURL, want, kind == fuzzDeltaUpstream)
+		return
+	}
+	rs := fr.decode(in, typeURL, int(o>>5)&3)
+	switch kind {
+	case fuzzFileSource:
+		class.Apply(typeURL, rs, true)
+	case fuzzSotWUpstream:
+		class.Apply(typeURL, rs, shard.FullState(typeURL))
+	case fuzzDeltaUpstream:
+		var removed []string
+		for range int(in.next() % 4) {
+			removed = append(removed, fuzzNames[in.next()%4])
+		}
+		class.ApplyDelta(typeURL, rs, removed)
+	}
 }
 
 // errStep ends one reader step: the fake transport has no more requests.
@@ -166,7 +216,7 @@ func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Nod
 		opts.MaxTypesPerStream = 1
 	}
 	if limitNames {
-		opts.MaxResourceNames = 3
+		opts.MaxResourceNames = 2
 	}
 	srv := NewServer(registry, zap.NewNop(), opts)
 	node := &corev3.Node{Id: "fuzz-node", Cluster: "fuzz-class"}

@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/xds-relay/xds-relay/relay/identity"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -316,6 +317,12 @@ func (c *Config) Validate() error {
 	if len(c.Identity.Rules) > 0 && c.TLS.ClientCAFile == "" {
 		return bad("identity.rules", "binding node identities needs client certificates: set tls.client_ca_file")
 	}
+	if _, err := c.binder(); err != nil {
+		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
+			return bad(fmt.Sprintf("identity.rules[%s].%s", m[1], m[2]), "%s", m[3])
+		}
+		return bad("identity.rules", "%v", err)
+	}
 	if (c.Upstream.TLS.CertFile == "") != (c.Upstream.TLS.KeyFile == "") {
 		return bad("upstream.tls.key_file", "upstream.tls.cert_file and upstream.tls.key_file go together")
 	}
@@ -375,6 +382,15 @@ func (c *Config) classifier() (*shard.Classifier, error) {
 }
 
 var ruleErrRE = regexp.MustCompile(`^rules\[(\d+)\]\.(\w+): (.*)$`)
+
+// binder compiles the identity rules.
+func (c *Config) binder() (*identity.Binder, error) {
+	rules := make([]identity.Rule, len(c.Identity.Rules))
+	for i, r := range c.Identity.Rules {
+		rules[i] = identity.Rule{SAN: r.SAN, NodeID: r.NodeID, Class: r.Class}
+	}
+	return identity.NewBinder(rules)
+}
 
 func checkHostPort(addr string) error {
 	if addr == "" {

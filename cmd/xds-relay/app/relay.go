@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/xds-relay/xds-relay/relay"
@@ -56,6 +59,8 @@ type Relay struct {
 	// flushes it.
 	tracerProvider trace.TracerProvider
 	stopTracing    func()
+	// closers stop the certificate watchers (TLS files reloaded on change).
+	closers []io.Closer
 
 	wg        sync.WaitGroup // grpc Serve, admin Serve, file source Run
 	closeOnce sync.Once
@@ -70,7 +75,7 @@ func WithLogLevel(level zap.AtomicLevel) Option { return func(r *Relay) { r.leve
 
 // Start builds the relay from cfg and starts serving. Listen addresses with
 // port 0 pick a free port (see Addr and AdminAddr).
-func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
+func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -104,18 +109,49 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 		},
 	}, tracer)
 	if err != nil {
+		r.stopTracing()
 		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer func() {
+		if err != nil { // undo what started so far: nothing may outlive a failed Start
+			r.closeAll()
+			r.tel.shutdown()
+			r.stopTracing()
+		}
+	}()
+	serverTLS, closer, err := serverTLSConfig(cfg.TLS, log.Named("tls"))
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	r.closers = append(r.closers, closer)
+	upstreamCreds, closer, err := upstreamCredentials(cfg.Upstream.TLS, log.Named("upstream-tls"))
+	if err != nil {
+		return nil, fmt.Errorf("upstream.tls: %w", err)
+	}
+	r.closers = append(r.closers, closer)
+	var upstreamDial []grpc.DialOption
+	if upstreamCreds != nil {
+		upstreamDial = append(upstreamDial, grpc.WithTransportCredentials(upstreamCreds)) // overrides the plaintext default
+	}
+	binder, err := cfg.binder()
+	if err != nil {
+		return nil, err
+	}
+	var authorize func(context.Context, *corev3.Node, string) error
+	if len(cfg.Identity.Rules) > 0 {
+		authorize = binder.Authorize
 	}
 	var src source
 	if cfg.Upstream.Address != "" {
 		r.upstream, err = upstream.New(upstream.Config{
-			Address:   cfg.Upstream.Address,
-			Fallbacks: cfg.Upstream.Addresses,
-			RelayID:   cfg.Upstream.RelayID,
-			Delta:     cfg.Upstream.Protocol == "delta",
-			Metrics:   r.tel,
-			Tracer:    tracer,
-			Backoff:   upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+			Address:     cfg.Upstream.Address,
+			Fallbacks:   cfg.Upstream.Addresses,
+			DialOptions: upstreamDial,
+			RelayID:     cfg.Upstream.RelayID,
+			Delta:       cfg.Upstream.Protocol == "delta",
+			Metrics:     r.tel,
+			Tracer:      tracer,
+			Backoff:     upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
@@ -140,6 +176,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 		RequestsPerSecond: cfg.Limits.RequestsPerSecond,
 		RequestBurst:      cfg.Limits.RequestBurst,
 		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
+		Authorize:         authorize,
 		Metrics:           r.tel,
 	})
 	grpcOpts := append(relay.ServerOptions(),
@@ -147,6 +184,9 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 		grpc.MaxConcurrentStreams(uint32(cfg.Limits.MaxStreamsPerConnection)),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxMessageBytes),
 	)
+	if serverTLS != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
+	}
 	if age := cfg.Drain.MaxConnectionAge; age > 0 {
 		// gRPC jitters the age by ±10% and sends GOAWAY: clients reconnect,
 		// through the Service, spreading over the relays after a scale-out.
@@ -216,6 +256,13 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (*Relay, error) {
 	log.Info("relay serving", zap.String("listen", r.Addr()), zap.String("admin", r.AdminAddr()),
 		zap.String("upstream", cfg.Upstream.Address), zap.String("source", sourceDir(cfg)))
 	return r, nil
+}
+
+func (r *Relay) closeAll() {
+	for _, c := range r.closers {
+		_ = c.Close()
+	}
+	r.closers = nil
 }
 
 // maxCollapses maps the config's "0: never" to the relay's "negative: never".
@@ -299,5 +346,6 @@ func (r *Relay) Close() {
 		r.wg.Wait()
 		r.tel.shutdown()
 		r.stopTracing()
+		r.closeAll()
 	})
 }

@@ -41,7 +41,7 @@ func serverTLSConfig(cfg TLSConfig, log *zap.Logger) (*tls.Config, io.Closer, er
 	}
 	r, err := newCertReloader(cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tls: %w", err)
+		return nil, nil, err
 	}
 	clientAuth := tls.NoClientCert
 	if cfg.ClientCAFile != "" {
@@ -84,7 +84,7 @@ func upstreamCredentials(cfg UpstreamTLSConfig, log *zap.Logger) (credentials.Tr
 	}
 	r, err := newCertReloader(cfg.CertFile, cfg.KeyFile, cfg.CAFile, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("upstream tls: %w", err)
+		return nil, nil, err
 	}
 	return &reloadingClientCreds{r: r, serverName: cfg.ServerName}, r, nil
 }
@@ -169,8 +169,8 @@ type certReloader struct {
 	closeErr  error
 }
 
-// newCertReloader loads the files (an error names the file) and starts
-// watching them.
+// newCertReloader loads the files (an error names the file; callers add
+// which configuration it is) and starts watching them.
 func newCertReloader(certFile, keyFile, caFile string, log *zap.Logger) (*certReloader, error) {
 	r := &certReloader{
 		certFile: certFile, keyFile: keyFile, caFile: caFile,

@@ -1,0 +1,517 @@
+package relay
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// FuzzDeltaRequests drives a real deltaStream (handle as the reader, collect
+// through flush as the writer) with a fuzzed sequence of requests and class
+// updates (from one kind of upstream per run: complete states, merges or
+// incremental updates with removals, and the upstream's reports of what it
+// asked for), and checks it against a model of the
+// client, which applies responses (resources add or replace, removals
+// delete) and drops what it unsubscribes:
+//
+//   - handle rejects exactly the bad requests, with InvalidArgument or
+//     ResourceExhausted;
+//   - every response decodes, has a fresh nonce, a system version, the
+//     type URL of a subscribed type, distinct resources exactly as the
+//     upstream sent them at their content version, only subscribed ones,
+//     and no name both sent and removed; an empty response is only the
+//     first answer to a wildcard;
+//   - a removed name is never one the subscription covers and its shard
+//     holds, unless a later response of the same writer step sends it;
+//   - the stream's subscription is the one the spec's rules give;
+//   - after each writer step, the client holds every resource of its
+//     shard's current content at its version, and nothing it covers that
+//     the shard knows does not exist;
+//   - the stream holds exactly one shard per subscribed type, and none once
+//     released; a released stream is told of nothing.
+//
+// Input format (see deltaSeeds): that of FuzzSotWRequests, with delta
+// requests (see deltaFuzz.request).
+func FuzzDeltaRequests(f *testing.F) {
+	res := newFuzzResources(f)
+	for _, seed := range deltaSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runDeltaFuzz(t, res, data)
+	})
+}
+
+// deltaFuzzType is the client's view of one type URL.
+type deltaFuzzType struct {
+	wildcard bool
+	names    map[string]bool   // explicit subscriptions
+	held     map[string]string // name -> version held
+	nonces   []string
+	told     bool // received a response
+}
+
+func (m *deltaFuzzType) covers(name string) bool { return m.wildcard || m.names[name] }
+
+type deltaFuzz struct {
+	t     *testing.T
+	res   *fuzzResources
+	class *shard.Class
+	st    *deltaStream
+	tr    *fuzzTransport[*deltaRequest]
+
+	ads        bool
+	fixed      string
+	maxTypes   int
+	maxNames   int
+	classified bool
+
+	types  map[string]*deltaFuzzType
+	nonces map[string]bool
+}
+
+func runDeltaFuzz(t *testing.T, res *fuzzResources, data []byte) {
+	in := &fuzzBytes{b: data}
+	h := in.next()
+	srv, class, node := fuzzServer(h&4 != 0, h&8 != 0)
+	z := &deltaFuzz{t: t, res: res, class: class, ads: h&1 == 0, fixed: fuzzTypes[(h>>1)&1],
+		maxTypes: srv.opts.MaxTypesPerStream, maxNames: srv.opts.MaxResourceNames,
+		types: map[string]*deltaFuzzType{}, nonces: map[string]bool{}}
+	z.tr = &fuzzTransport[*deltaRequest]{ctx: context.Background()}
+	fixed, variant := "", "delta-ads"
+	if !z.ads {
+		fixed, variant = z.fixed, "delta-per-type"
+	}
+	z.st = &deltaStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*deltaSub{}}
+
+	upstream := upstreamOf(h)
+	requests := 0
+	alive := true
+	for steps := 0; alive && in.more() && steps < maxFuzzSteps; steps++ {
+		o := in.next()
+		switch o & 3 {
+		case 0:
+			if requests++; requests > maxFuzzRequests {
+				continue
+			}
+			alive = z.request(in, node)
+		case 1:
+			res.update(in, o, class, upstream)
+		default:
+			z.flush()
+		}
+		z.checkWatched()
+	}
+	if alive {
+		z.flush()
+	}
+
+	releaseAll(&z.st.streamBase, z.st.types, z.st, z.st)
+	for _, ts := range class.Status() {
+		if len(ts.Shards) > 0 {
+			t.Fatalf("%s: released stream left shards %+v", short(ts.TypeURL), ts.Shards)
+		}
+	}
+	z.st.mu.Lock()
+	before := len(z.st.queue.entries)
+	z.st.mu.Unlock()
+	for _, typeURL := range fuzzTypes {
+		class.ApplyDelta(typeURL, []*shard.Resource{res.get(typeURL, "a", len(data))}, []string{"b"})
+	}
+	z.st.mu.Lock()
+	after := len(z.st.queue.entries)
+	z.st.mu.Unlock()
+	if after != before {
+		t.Fatalf("released stream was queued %d responses", after-before)
+	}
+}
+
+// request runs one reader step; it reports whether the stream lives on.
+// Bits of the first byte: 0-1 type, 2 no node, 3-4 nonce, 5 NACK, 6 with
+// initial_resource_versions; of the second: 0-1 subscribed names, 2-3
+// unsubscribed names, 4-5 initial versions.
+func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
+	t := z.t
+	r1, r2 := in.next(), in.next()
+	typ := typeSel(r1)
+	var sub, unsub []string
+	for range int(r2 & 3) {
+		sub = append(sub, fuzzReqNames[in.next()%16])
+	}
+	for range int(r2>>2) & 3 {
+		unsub = append(unsub, fuzzReqNames[in.next()%16])
+	}
+
+	typeURL, code, why := typ, codes.OK, ""
+	switch {
+	case z.ads && typ == "":
+		code, why = codes.InvalidArgument, "empty type_url on ADS"
+	case !z.ads && typ == "":
+		typeURL = z.fixed
+	case !z.ads && typ != z.fixed:
+		code, why = codes.InvalidArgument, "type_url of another service"
+	}
+	withNode := r1&4 == 0
+	if code == codes.OK && !z.classified {
+		if !withNode {
+			code, why = codes.InvalidArgument, "first request without node"
+		}
+		z.classified = true
+	}
+	if code == codes.OK {
+		switch {
+		case slices.Contains(sub, ""):
+			code, why = codes.InvalidArgument, "empty subscribed name"
+		case len(sub) > z.maxNames:
+			code, why = codes.ResourceExhausted, "too many subscribed names"
+		case slices.Contains(unsub, ""):
+			code, why = codes.InvalidArgument, "empty unsubscribed name"
+		case len(unsub) > z.maxNames:
+			code, why = codes.ResourceExhausted, "too many unsubscribed names"
+		case z.types[typeURL] == nil && len(z.types) >= z.maxTypes:
+			code, why = codes.ResourceExhausted, "too many types"
+		}
+	}
+
+	m := z.types[typeURL]
+	req := &deltaRequest{TypeUrl: typ, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
+	if withNode {
+		req.Node = node
+	}
+	if r1&0x40 != 0 {
+		req.InitialResourceVersions = map[string]string{}
+		for range int(r2>>4) & 3 {
+			b := in.next()
+			name, v := fuzzNames[b%4], "stale-version"
+			if p := int(b>>2) & 3; p < fuzzVariants && typeURL != "" {
+				v = z.res.get(typeURL, name, p).Version()
+			}
+			req.InitialResourceVersions[name] = v
+		}
+	}
+	switch (r1 >> 3) & 3 {
+	case 1:
+		if m != nil && len(m.nonces) > 0 {
+			req.ResponseNonce = m.nonces[len(m.nonces)-1]
+		}
+	case 2:
+		req.ResponseNonce = "stale-nonce"
+		if m != nil && len(m.nonces) > 1 {
+			req.ResponseNonce = m.nonces[len(m.nonces)-2]
+		}
+	case 3:
+		req.ResponseNonce = "bogus"
+	}
+	if r1&0x20 != 0 {
+		req.ErrorDetail = statusProto("fuzz: rejected")
+	}
+
+	z.tr.in = []*deltaRequest{req}
+	err := readLoop(z.tr.Recv, z.st.handle)
+	wantCode(t, err, code, why)
+	if code != codes.OK {
+		return false
+	}
+
+	// The client's side of the request: subscriptions (spec "Incremental
+	// xDS"), the versions it declares on the first request of the type, and
+	// what it drops when it unsubscribes.
+	first := m == nil
+	if first {
+		m = &deltaFuzzType{names: map[string]bool{}, held: map[string]string{}}
+		z.types[typeURL] = m
+		if len(sub) == 0 && len(unsub) == 0 {
+			m.wildcard = true
+		}
+	}
+	for _, n := range sub {
+		if n == shard.Wildcard {
+			m.wildcard = true
+		} else {
+			m.names[n] = true
+		}
+	}
+	if first {
+		maps.Copy(m.held, req.InitialResourceVersions)
+	}
+	for _, n := range unsub {
+		switch {
+		case n == shard.Wildcard && m.wildcard:
+			m.wildcard = false
+			for h := range m.held {
+				if !m.names[h] {
+					delete(m.held, h) // held only through the wildcard
+				}
+			}
+		case m.names[n]:
+			delete(m.names, n)
+			delete(m.held, n)
+		}
+	}
+	z.checkSubscriptions()
+	return true
+}
+
+// flush runs one writer step and takes what the client receives.
+func (z *deltaFuzz) flush() {
+	t := z.t
+	if err := flush(z.st.collect, z.tr.SendMsg); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	var batch []*deltaResponse
+	for _, b := range z.tr.take(t) {
+		batch = append(batch, z.receive(b))
+	}
+	z.checkSubscriptions()
+
+	for typeURL, m := range z.types {
+		z.st.mu.Lock()
+		sh := z.st.types[typeURL].shard
+		z.st.mu.Unlock()
+		if sh == nil {
+			continue
+		}
+		cur := sh.Current()
+		if cur == nil {
+			continue // nothing to tell yet
+		}
+		// Removed names: never one covered that exists, unless sent again
+		// later in the step.
+		for i, resp := range batch {
+			if resp.TypeUrl != typeURL {
+				continue
+			}
+			for _, n := range resp.RemovedResources {
+				if !m.covers(n) || !cur.Has(n) {
+					continue
+				}
+				resent := false
+				for _, later := range batch[i+1:] {
+					resent = resent || later.TypeUrl == typeURL && slices.ContainsFunc(later.Resources, func(r *discoverygrpc.Resource) bool { return r.Name == n })
+				}
+				if !resent {
+					t.Fatalf("%s: %q reported removed, but the subscription %+v covers it and shard %s holds it", short(typeURL), n, sh.Sub, cur.Version)
+				}
+			}
+		}
+		// The client holds the shard's content.
+		for _, r := range cur.Resources {
+			if v, ok := m.held[r.Name]; !ok || v != r.Version() {
+				t.Fatalf("%s: client holds %q at %q (held: %v), shard %s has it at %s", short(typeURL), r.Name, v, ok, cur.Version, r.Version())
+			}
+		}
+		for n := range m.held {
+			if m.covers(n) && cur.KnownAbsent(n) {
+				t.Fatalf("%s: client still holds %q, which shard %s (%v) knows does not exist", short(typeURL), n, cur.Version, cur.Names)
+			}
+		}
+	}
+}
+
+func (z *deltaFuzz) receive(b []byte) *deltaResponse {
+	t := z.t
+	resp := &deltaResponse{}
+	if err := proto.Unmarshal(b, resp); err != nil {
+		t.Fatalf("delta response does not decode: %v", err)
+	}
+	if resp.Nonce == "" || z.nonces[resp.Nonce] {
+		t.Fatalf("response nonce %q empty or reused", resp.Nonce)
+	}
+	z.nonces[resp.Nonce] = true
+	typeURL := resp.TypeUrl
+	m := z.types[typeURL]
+	if m == nil || !m.wildcard && len(m.names) == 0 {
+		t.Fatalf("%q response on a stream not subscribed to it", typeURL)
+	}
+	if !z.ads && typeURL != z.fixed {
+		t.Fatalf("%q response on a stream of %q", typeURL, z.fixed)
+	}
+	if resp.SystemVersionInfo == "" {
+		t.Fatalf("%s response without system_version_info: resources %v removed %v", short(typeURL), deltaNames(resp), resp.RemovedResources)
+	}
+	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 && (m.told || !m.wildcard) {
+		t.Fatalf("%s: empty response, and not the first answer to a wildcard", short(typeURL))
+	}
+	seen := map[string]bool{}
+	for _, r := range resp.Resources {
+		if r.Resource == nil {
+			t.Fatalf("%s: resource %q without body", short(typeURL), r.Name)
+		}
+		want := z.res.identify(t, typeURL, r.Resource)
+		if r.Name != want.Name || r.Version != want.Version() {
+			t.Fatalf("%s: entry %q version %q carries %q at version %q", short(typeURL), r.Name, r.Version, want.Name, want.Version())
+		}
+		if seen[r.Name] {
+			t.Fatalf("%s: %q twice in one response", short(typeURL), r.Name)
+		}
+		seen[r.Name] = true
+		if !m.covers(r.Name) {
+			t.Fatalf("%s: %q sent, not subscribed (wildcard %v, names %v)", short(typeURL), r.Name, m.wildcard, m.names)
+		}
+	}
+	for _, n := range resp.RemovedResources {
+		if n == "" || seen[n] {
+			t.Fatalf("%s: removed name %q empty, repeated or also sent", short(typeURL), n)
+		}
+		seen[n] = true
+	}
+	for _, r := range resp.Resources {
+		m.held[r.Name] = r.Version
+	}
+	for _, n := range resp.RemovedResources {
+		delete(m.held, n)
+	}
+	m.nonces = append(m.nonces, resp.Nonce)
+	m.told = true
+	return resp
+}
+
+// checkSubscriptions compares the stream's subscriptions with the model's.
+func (z *deltaFuzz) checkSubscriptions() {
+	t := z.t
+	z.st.mu.Lock()
+	defer z.st.mu.Unlock()
+	if len(z.st.types) != len(z.types) {
+		t.Fatalf("stream has %d types, the client subscribed %d", len(z.st.types), len(z.types))
+	}
+	for typeURL, m := range z.types {
+		d := z.st.types[typeURL]
+		want := subOf(m.wildcard, m.names)
+		switch {
+		case d == nil:
+			t.Fatalf("stream has no state for %s", short(typeURL))
+		case !d.subscription().Equal(want):
+			t.Fatalf("%s: stream subscription %+v, want %+v", short(typeURL), d.subscription(), want)
+		case (d.shard == nil) != want.Empty():
+			t.Fatalf("%s: shard %v, want subscription %+v", short(typeURL), d.shard != nil, want)
+		case d.shard != nil && !d.shard.Sub.Equal(want):
+			t.Fatalf("%s: subscribed to shard %+v, want %+v", short(typeURL), d.shard.Sub, want)
+		}
+	}
+}
+
+func (z *deltaFuzz) checkWatched() {
+	z.st.mu.Lock()
+	held := map[string]*shard.Shard{}
+	for typeURL, d := range z.st.types {
+		if d.shard != nil {
+			held[typeURL] = d.shard
+		}
+	}
+	z.st.mu.Unlock()
+	checkWatched(z.t, z.class, held)
+}
+
+// deltaReq is a delta request step of a seed program.
+func (p *fuzzProgram) deltaReq(r1 byte, sub, unsub []string, initial ...byte) *fuzzProgram {
+	if len(initial) > 0 {
+		r1 |= 0x40
+	}
+	p.add(0, r1, byte(len(sub))|byte(len(unsub))<<2|byte(len(initial))<<4)
+	for _, n := range sub {
+		p.add(reqNameIndex(n))
+	}
+	for _, n := range unsub {
+		p.add(reqNameIndex(n))
+	}
+	return p.add(initial...)
+}
+
+// deltaUpdate is a class update step of a seed program: kind 0 merge, 1
+// replace, 2 incremental (then removed names), 3 the upstream's report
+// (wildcard if len(rs) is odd).
+func (p *fuzzProgram) deltaUpdate(typ, kind int, rs []byte, removed ...string) *fuzzProgram {
+	p.add(byte(1) | byte(typ)<<2 | byte(kind)<<3 | byte(len(rs))<<5)
+	if kind < 3 {
+		p.add(rs...)
+	}
+	if kind == 2 {
+		p.add(byte(len(removed)))
+		for _, n := range removed {
+			p.add(byte(slices.Index(fuzzNames[:], n)))
+		}
+	}
+	return p
+}
+
+// initVer is an initial_resource_versions entry: name (a..d) at the
+// version of a variant, or (variant 3) a stale version.
+func initVer(name string, variant int) byte {
+	return byte(slices.Index(fuzzNames[:], name)) | byte(variant)<<2
+}
+
+// Delta request nonce picks.
+const (
+	fzDNonce    = 1 << 3
+	fzDNonceOld = 2 << 3
+	fzDBogus    = 3 << 3
+	fzDNACK     = 0x20
+)
+
+func deltaSeeds() [][]byte {
+	const cds, eds = 0, 1
+	const merge, replace, incremental, report = 0, 1, 2, 3
+	none := []string(nil)
+	return [][]byte{
+		// Legacy wildcard, ACK, changes, removals by replace.
+		*program(fzADS).deltaReq(fzCDS, none, none).deltaUpdate(cds, replace, []byte{res("a", 0), res("b", 0)}).flush().
+			deltaReq(fzCDS|fzDNonce, none, none).deltaUpdate(cds, replace, []byte{res("a", 1)}).flush().
+			deltaReq(fzCDS|fzDNonce, []string{"c"}, none).flush().
+			deltaUpdate(cds, replace, []byte{res("a", 1), res("c", 0)}).flush(),
+		// Explicit names, then the wildcard, then the spec's exception:
+		// unsubscribing a name the wildcard covers.
+		*program(fzADS).deltaUpdate(eds, incremental, []byte{res("a", 0), res("b", 0)}).
+			deltaReq(fzEDS, []string{"a", "c"}, none).flush().
+			deltaReq(fzEDS|fzDNonce, []string{"*"}, none).flush().
+			deltaReq(fzEDS|fzDNonce, none, []string{"a"}).flush().
+			deltaReq(fzEDS|fzDNonce, none, []string{"c"}).flush().
+			deltaUpdate(eds, incremental, nil, "b").flush().
+			deltaReq(fzEDS|fzDNonce, none, []string{"*"}).flush(),
+		// A reconnect declaring what it holds: current, stale, gone.
+		*program(fzADS).deltaUpdate(cds, replace, []byte{res("a", 0), res("b", 1)}).
+			deltaReq(fzCDS, []string{"*"}, none, initVer("a", 0), initVer("b", 0), initVer("c", 1)).flush().
+			deltaReq(fzCDS|fzDNonce, none, []string{"*"}).flush(),
+		// Declared versions, then the wildcard dropped before any answer.
+		*program(fzADS).deltaReq(fzCDS, []string{"*", "a"}, none, initVer("a", 1), initVer("b", 1), initVer("c", 1)).
+			deltaReq(fzCDS, none, []string{"*"}).flush().
+			deltaUpdate(cds, replace, []byte{res("a", 1), res("b", 1), res("c", 1)}).flush(),
+		// A merging source: absence is not known; then it is.
+		*program(fzADS).deltaUpdate(eds, merge, []byte{res("b", 0)}).
+			deltaReq(fzEDS, none, none, initVer("a", 0)).flush().
+			deltaUpdate(eds, replace, []byte{res("b", 1)}).flush(),
+		// Names the upstream was asked for and has not answered.
+		*program(fzADS).deltaReq(fzEDS, []string{"a", "b"}, none).deltaUpdate(eds, report, nil).
+			deltaUpdate(eds, incremental, []byte{res("a", 0)}).flush().
+			deltaReq(fzEDS|fzDNonce, []string{"c"}, none).deltaUpdate(eds, report, nil).flush().
+			deltaUpdate(eds, incremental, []byte{res("c", 0)}, "b").flush().
+			deltaReq(fzEDS|fzDNonce, []string{"*"}, none).deltaUpdate(eds, report, []byte{0}).flush(),
+		// Stale nonces and NACKs change nothing of the subscription rules.
+		*program(fzADS).deltaReq(fzCDS, []string{"a"}, none).deltaUpdate(cds, replace, []byte{res("a", 0)}).flush().
+			deltaUpdate(cds, replace, []byte{res("a", 2)}).flush().
+			deltaReq(fzCDS|fzDNonceOld|fzDNACK, []string{"b"}, none).flush().
+			deltaReq(fzCDS|fzDBogus, none, []string{"a"}).deltaUpdate(cds, replace, []byte{res("b", 0)}).flush(),
+		// Two types, interleaved, a switch of shard before the writer runs.
+		*program(fzADS).deltaReq(fzCDS, none, none).deltaReq(fzEDS, []string{"a"}, none).
+			deltaUpdate(eds, merge, []byte{res("a", 0)}).deltaUpdate(cds, replace, []byte{res("b", 0)}).
+			deltaReq(fzEDS, []string{"b"}, []string{"a"}).deltaUpdate(eds, merge, []byte{res("b", 1)}).flush(),
+		// Per-type stream, empty type URLs.
+		*program(fzPerType|fzOfEDS).deltaReq(0, []string{"a"}, none).deltaUpdate(eds, incremental, []byte{res("a", 0)}).flush().
+			deltaReq(fzEDS|fzDNonce, []string{"b"}, []string{"a"}).flush(),
+		// Bad requests: each ends the stream.
+		*program(fzADS).deltaReq(0, none, none),
+		*program(fzADS).deltaReq(fzCDS|fzNoNode, none, none),
+		*program(fzADS).deltaReq(fzCDS, []string{"a", ""}, none),
+		*program(fzADS).deltaReq(fzCDS, none, []string{""}),
+		*program(fzADS|fzFewNames).deltaReq(fzCDS, []string{"a", "b"}, []string{"c", "d"}).deltaReq(fzCDS, none, []string{"a", "b", "c"}),
+		*program(fzADS|fzOneType).deltaReq(fzCDS, none, none).deltaReq(fzEDS, none, none),
+		*program(fzPerType).deltaReq(fzEDS, none, none),
+	}
+}
