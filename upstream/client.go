@@ -44,7 +44,8 @@ type Config struct {
 	// Tracer traces each upstream response (default: no tracing); the span's
 	// context goes with the update, so its fan-out can be traced under it.
 	Tracer trace.Tracer
-	// DialOptions are added to the defaults (plaintext, keepalive).
+	// DialOptions are added to the defaults (plaintext, keepalive); a
+	// grpc.WithTransportCredentials among them replaces plaintext.
 	DialOptions []grpc.DialOption
 }
 
@@ -110,7 +111,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		r := manual.NewBuilderWithScheme("xds-relay-upstream")
 		state := resolver.State{}
 		for _, a := range append([]string{cfg.Address}, cfg.Fallbacks...) {
-			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+			// Each control plane's certificate is verified against its own
+			// name, not the list's target.
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: a})
 		}
 		r.InitialState(state)
 		opts = append(opts, grpc.WithResolvers(r))

@@ -317,6 +317,11 @@ func (c *Config) Validate() error {
 	if len(c.Identity.Rules) > 0 && c.TLS.ClientCAFile == "" {
 		return bad("identity.rules", "binding node identities needs client certificates: set tls.client_ca_file")
 	}
+	if len(c.Identity.Rules) > 0 && c.REST.Listen != "" {
+		// REST-JSON is plain HTTP without client certificates: with identity
+		// binding on, it would let anyone claim any node.
+		return bad("rest.listen", "identity binding is not enforced on the REST listener: disable one of them")
+	}
 	if _, err := c.binder(); err != nil {
 		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
 			return bad(fmt.Sprintf("identity.rules[%s].%s", m[1], m[2]), "%s", m[3])

@@ -48,6 +48,8 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad rule regex", "node_classes:\n  rules:\n  - field: id\n    regex: \"(\"\n", "node_classes.rules[0].regex", 4},
 		{"bad rule field", "node_classes:\n  rules:\n  - field: idd\n", "node_classes.rules[0].field", 3},
 		{"bad log level", "log:\n  level: loud\n", "log.level", 2},
+		{"rest with identity binding", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: x\n    node_id: y\nrest:\n  listen: 127.0.0.1:1\n", "rest.listen", 10},
+		{"bad identity regex", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: \"(\"\n    node_id: y\n", "identity.rules[0].san", 7},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
 	}
 	for _, tc := range tests {

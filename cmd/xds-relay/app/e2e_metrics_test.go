@@ -32,10 +32,13 @@ func TestE2EMetrics(t *testing.T) {
 		return v
 	}
 	var text string
-	eventually(t, ctx, "the update's fan-out to be observed", func() bool {
+	// The client's ACKs are counted by the relay's reader, concurrently with
+	// the pushes the client already received: wait for them too.
+	eventually(t, ctx, "the update's fan-out and the client's ACKs to be observed", func() bool {
 		body, _ := get(t, ctx, url)
 		text = string(body)
-		return value(text, `xds_relay_fanout_duration_seconds_count{type="Cluster"}`) >= 1
+		return value(text, `xds_relay_fanout_duration_seconds_count{type="Cluster"}`) >= 1 &&
+			value(text, `xds_relay_client_acks_total{class="class-a",type="Cluster"}`) >= 1
 	})
 	for series, min := range map[string]float64{
 		`xds_relay_downstream_streams{variant="sotw-ads"}`:                                1,

@@ -33,7 +33,7 @@ const (
 // serverTLSConfig is the downstream listener's TLS (nil when cfg.CertFile is
 // empty: plaintext). Each new connection gets the certificate and client
 // CAs last loaded from the files, which are reloaded when they change; the
-// Closer stops watching them (it is never nil). With cfg.ClientCAFile the
+// Closer stops watching them (non-nil unless err is). With cfg.ClientCAFile the
 // listener requires and verifies client certificates (mTLS).
 func serverTLSConfig(cfg TLSConfig, log *zap.Logger) (*tls.Config, io.Closer, error) {
 	if cfg.CertFile == "" {
@@ -74,7 +74,7 @@ func serverTLSConfig(cfg TLSConfig, log *zap.Logger) (*tls.Config, io.Closer, er
 // address's host without it); cfg.CertFile and cfg.KeyFile are the relay's
 // client certificate (mTLS). The files are reloaded when they change and
 // each new connection uses the last loaded; the Closer stops watching them
-// (it is never nil).
+// (non-nil unless err is).
 func upstreamCredentials(cfg UpstreamTLSConfig, log *zap.Logger) (credentials.TransportCredentials, io.Closer, error) {
 	if cfg == (UpstreamTLSConfig{}) {
 		return nil, nopCloser{}, nil
