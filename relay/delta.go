@@ -7,9 +7,8 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -99,20 +98,10 @@ func (s *deltaStream) collect() []outgoing {
 // are honoured whatever the nonce (spec: the server must honor changes to the
 // subscription state even if the nonce is stale).
 func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
-	if err := s.admit(); err != nil {
-		return err
-	}
-	typeURL, err := s.requestType(req.GetTypeUrl())
+	typeURL, err := s.admitRequest(req.GetTypeUrl(), req.GetNode(),
+		nameList{"resource_names_subscribe", req.GetResourceNamesSubscribe()},
+		nameList{"resource_names_unsubscribe", req.GetResourceNamesUnsubscribe()})
 	if err != nil {
-		return err
-	}
-	if err := s.classify(req.GetNode()); err != nil {
-		return err
-	}
-	if err := s.checkNames("resource_names_subscribe", req.GetResourceNamesSubscribe()); err != nil {
-		return err
-	}
-	if err := s.checkNames("resource_names_unsubscribe", req.GetResourceNamesUnsubscribe()); err != nil {
 		return err
 	}
 
@@ -120,9 +109,9 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	d := s.types[typeURL]
 	first := d == nil
 	if first {
-		if max := s.srv.opts.MaxTypesPerStream; len(s.types) >= max {
+		if err := s.typeLimitLocked(len(s.types)); err != nil {
 			s.mu.Unlock()
-			return status.Errorf(codes.ResourceExhausted, "type_url: stream already subscribes to %d types, the limit", max)
+			return err
 		}
 		d = newDeltaSub(typeURL)
 		s.types[typeURL] = d
@@ -172,7 +161,12 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 			// The spec's wildcard-unsubscribe exception needs an answer
 			// now, and the shard has none yet: by all the relay knows, the
 			// name is not there.
-			cur = &shard.Response{TypeURL: typeURL}
+			// Answer from what the client holds, so nothing else it holds
+			// is forgotten; from the empty state if it holds nothing yet.
+			cur = d.base
+			if cur == nil {
+				cur = &shard.Response{TypeURL: typeURL, Version: dedup.Version(0)}
+			}
 		}
 		s.queue.push(d, next, cur, false)
 	}

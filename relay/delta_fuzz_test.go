@@ -18,9 +18,9 @@ import (
 // through flush as the writer) with a fuzzed sequence of requests and class
 // updates (from one kind of upstream per run: complete states, merges or
 // incremental updates with removals, and the upstream's reports of what it
-// asked for), and checks it against a model of the
-// client, which applies responses (resources add or replace, removals
-// delete) and drops what it unsubscribes:
+// asked for), and checks it against a model of the client, which applies
+// responses (resources add or replace, removals delete), declares versions
+// on reconnect (initial_resource_versions) and drops what it unsubscribes:
 //
 //   - handle rejects exactly the bad requests, with InvalidArgument or
 //     ResourceExhausted;
@@ -39,7 +39,9 @@ import (
 //     released; a released stream is told of nothing.
 //
 // Input format (see deltaSeeds): that of FuzzSotWRequests, with delta
-// requests (see deltaFuzz.request).
+// requests (see deltaFuzz.request). testdata/fuzz/FuzzDeltaRequests holds
+// the inputs that found bugs, replayed by go test; run one with the steps
+// logged: XDS_FUZZ_TRACE=1 go test -v -run=FuzzDeltaRequests/NAME ./relay/
 func FuzzDeltaRequests(f *testing.F) {
 	res := newFuzzResources(f)
 	for _, seed := range deltaSeeds() {
@@ -92,7 +94,7 @@ func runDeltaFuzz(t *testing.T, res *fuzzResources, data []byte) {
 	}
 	z.st = &deltaStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*deltaSub{}}
 
-	upstream := upstreamOf(h)
+	upstream := newFuzzUpstream(t, h, res, class)
 	requests := 0
 	alive := true
 	for steps := 0; alive && in.more() && steps < maxFuzzSteps; steps++ {
@@ -104,7 +106,7 @@ func runDeltaFuzz(t *testing.T, res *fuzzResources, data []byte) {
 			}
 			alive = z.request(in, node)
 		case 1:
-			res.update(in, o, class, upstream)
+			upstream.step(in, o)
 		default:
 			z.flush()
 		}
@@ -214,6 +216,7 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}
 
+	tracef(t, "request %v", req)
 	z.tr.in = []*deltaRequest{req}
 	err := readLoop(z.tr.Recv, z.st.handle)
 	wantCode(t, err, code, why)
@@ -263,6 +266,7 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 // flush runs one writer step and takes what the client receives.
 func (z *deltaFuzz) flush() {
 	t := z.t
+	tracef(t, "writer step")
 	if err := flush(z.st.collect, z.tr.SendMsg); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
@@ -327,6 +331,7 @@ func (z *deltaFuzz) receive(b []byte) *deltaResponse {
 	}
 	z.nonces[resp.Nonce] = true
 	typeURL := resp.TypeUrl
+	tracef(t, "response %s version %s nonce %s: %v removed %v", short(typeURL), resp.SystemVersionInfo, resp.Nonce, versionsOf(resp), resp.RemovedResources)
 	m := z.types[typeURL]
 	if m == nil || !m.wildcard && len(m.names) == 0 {
 		t.Fatalf("%q response on a stream not subscribed to it", typeURL)
@@ -425,23 +430,6 @@ func (p *fuzzProgram) deltaReq(r1 byte, sub, unsub []string, initial ...byte) *f
 	return p.add(initial...)
 }
 
-// deltaUpdate is a class update step of a seed program: kind 0 merge, 1
-// replace, 2 incremental (then removed names), 3 the upstream's report
-// (wildcard if len(rs) is odd).
-func (p *fuzzProgram) deltaUpdate(typ, kind int, rs []byte, removed ...string) *fuzzProgram {
-	p.add(byte(1) | byte(typ)<<2 | byte(kind)<<3 | byte(len(rs))<<5)
-	if kind < 3 {
-		p.add(rs...)
-	}
-	if kind == 2 {
-		p.add(byte(len(removed)))
-		for _, n := range removed {
-			p.add(byte(slices.Index(fuzzNames[:], n)))
-		}
-	}
-	return p
-}
-
 // initVer is an initial_resource_versions entry: name (a..d) at the
 // version of a variant, or (variant 3) a stale version.
 func initVer(name string, variant int) byte {
@@ -458,52 +446,51 @@ const (
 
 func deltaSeeds() [][]byte {
 	const cds, eds = 0, 1
-	const merge, replace, incremental, report = 0, 1, 2, 3
 	none := []string(nil)
 	return [][]byte{
 		// Legacy wildcard, ACK, changes, removals by replace.
-		*program(fzADS).deltaReq(fzCDS, none, none).deltaUpdate(cds, replace, []byte{res("a", 0), res("b", 0)}).flush().
-			deltaReq(fzCDS|fzDNonce, none, none).deltaUpdate(cds, replace, []byte{res("a", 1)}).flush().
+		*program(fzADS|fzFile).deltaReq(fzCDS, none, none).data(cds, res("a", 0), res("b", 0)).flush().
+			deltaReq(fzCDS|fzDNonce, none, none).data(cds, res("a", 1)).flush().
 			deltaReq(fzCDS|fzDNonce, []string{"c"}, none).flush().
-			deltaUpdate(cds, replace, []byte{res("a", 1), res("c", 0)}).flush(),
+			data(cds, res("a", 1), res("c", 0)).flush(),
 		// Explicit names, then the wildcard, then the spec's exception:
 		// unsubscribing a name the wildcard covers.
-		*program(fzADS).deltaUpdate(eds, incremental, []byte{res("a", 0), res("b", 0)}).
+		*program(fzADS|fzDeltaUp).delta(eds, []byte{res("a", 0), res("b", 0)}).
 			deltaReq(fzEDS, []string{"a", "c"}, none).flush().
-			deltaReq(fzEDS|fzDNonce, []string{"*"}, none).flush().
+			deltaReq(fzEDS|fzDNonce, []string{"*"}, none).report(eds, true).delta(eds, nil).flush().
 			deltaReq(fzEDS|fzDNonce, none, []string{"a"}).flush().
 			deltaReq(fzEDS|fzDNonce, none, []string{"c"}).flush().
-			deltaUpdate(eds, incremental, nil, "b").flush().
+			delta(eds, nil, "b").flush().
 			deltaReq(fzEDS|fzDNonce, none, []string{"*"}).flush(),
 		// A reconnect declaring what it holds: current, stale, gone.
-		*program(fzADS).deltaUpdate(cds, replace, []byte{res("a", 0), res("b", 1)}).
+		*program(fzADS|fzFile).data(cds, res("a", 0), res("b", 1)).
 			deltaReq(fzCDS, []string{"*"}, none, initVer("a", 0), initVer("b", 0), initVer("c", 1)).flush().
 			deltaReq(fzCDS|fzDNonce, none, []string{"*"}).flush(),
 		// Declared versions, then the wildcard dropped before any answer.
-		*program(fzADS).deltaReq(fzCDS, []string{"*", "a"}, none, initVer("a", 1), initVer("b", 1), initVer("c", 1)).
+		*program(fzADS|fzFile).deltaReq(fzCDS, []string{"*", "a"}, none, initVer("a", 1), initVer("b", 1), initVer("c", 1)).
 			deltaReq(fzCDS, none, []string{"*"}).flush().
-			deltaUpdate(cds, replace, []byte{res("a", 1), res("b", 1), res("c", 1)}).flush(),
-		// A merging source: absence is not known; then it is.
-		*program(fzADS).deltaUpdate(eds, merge, []byte{res("b", 0)}).
+			data(cds, res("a", 1), res("b", 1), res("c", 1)).flush(),
+		// A merging source: absence is never known.
+		*program(fzADS|fzSotWUp).data(eds, res("b", 0)).
 			deltaReq(fzEDS, none, none, initVer("a", 0)).flush().
-			deltaUpdate(eds, replace, []byte{res("b", 1)}).flush(),
+			data(eds, res("b", 1)).flush(),
 		// Names the upstream was asked for and has not answered.
-		*program(fzADS).deltaReq(fzEDS, []string{"a", "b"}, none).deltaUpdate(eds, report, nil).
-			deltaUpdate(eds, incremental, []byte{res("a", 0)}).flush().
-			deltaReq(fzEDS|fzDNonce, []string{"c"}, none).deltaUpdate(eds, report, nil).flush().
-			deltaUpdate(eds, incremental, []byte{res("c", 0)}, "b").flush().
-			deltaReq(fzEDS|fzDNonce, []string{"*"}, none).deltaUpdate(eds, report, []byte{0}).flush(),
+		*program(fzADS|fzDeltaUp).deltaReq(fzEDS, []string{"a", "b"}, none).report(eds, false).
+			delta(eds, []byte{res("a", 0)}).flush().
+			deltaReq(fzEDS|fzDNonce, []string{"c"}, none).report(eds, false).flush().
+			delta(eds, []byte{res("c", 0)}, "b").flush().
+			deltaReq(fzEDS|fzDNonce, []string{"*"}, none).report(eds, true).flush(),
 		// Stale nonces and NACKs change nothing of the subscription rules.
-		*program(fzADS).deltaReq(fzCDS, []string{"a"}, none).deltaUpdate(cds, replace, []byte{res("a", 0)}).flush().
-			deltaUpdate(cds, replace, []byte{res("a", 2)}).flush().
+		*program(fzADS|fzFile).deltaReq(fzCDS, []string{"a"}, none).data(cds, res("a", 0)).flush().
+			data(cds, res("a", 2)).flush().
 			deltaReq(fzCDS|fzDNonceOld|fzDNACK, []string{"b"}, none).flush().
-			deltaReq(fzCDS|fzDBogus, none, []string{"a"}).deltaUpdate(cds, replace, []byte{res("b", 0)}).flush(),
+			deltaReq(fzCDS|fzDBogus, none, []string{"a"}).data(cds, res("b", 0)).flush(),
 		// Two types, interleaved, a switch of shard before the writer runs.
-		*program(fzADS).deltaReq(fzCDS, none, none).deltaReq(fzEDS, []string{"a"}, none).
-			deltaUpdate(eds, merge, []byte{res("a", 0)}).deltaUpdate(cds, replace, []byte{res("b", 0)}).
-			deltaReq(fzEDS, []string{"b"}, []string{"a"}).deltaUpdate(eds, merge, []byte{res("b", 1)}).flush(),
+		*program(fzADS|fzSotWUp).deltaReq(fzCDS, none, none).deltaReq(fzEDS, []string{"a"}, none).
+			data(eds, res("a", 0)).data(cds, res("b", 0)).
+			deltaReq(fzEDS, []string{"b"}, []string{"a"}).data(eds, res("b", 1)).flush(),
 		// Per-type stream, empty type URLs.
-		*program(fzPerType|fzOfEDS).deltaReq(0, []string{"a"}, none).deltaUpdate(eds, incremental, []byte{res("a", 0)}).flush().
+		*program(fzPerType|fzOfEDS|fzDeltaUp).deltaReq(0, []string{"a"}, none).delta(eds, []byte{res("a", 0)}).flush().
 			deltaReq(fzEDS|fzDNonce, []string{"b"}, []string{"a"}).flush(),
 		// Bad requests: each ends the stream.
 		*program(fzADS).deltaReq(0, none, none),

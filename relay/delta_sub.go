@@ -105,8 +105,12 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 // through the wildcard, so those names are not reported removed.
 func (d *deltaSub) forgetWildcardOnly() {
 	for n, v := range d.over {
-		if _, named := d.names[n]; !named && v != mustSend && v != mustTell {
-			d.over[n] = holdNone // e.g. declared in initial_resource_versions
+		// Declared versions (initial_resource_versions) of names held only
+		// through the wildcard are dropped with it; so is the answer owed to
+		// an unsubscription the wildcard covered (the exception needs the
+		// wildcard to stay).
+		if _, named := d.names[n]; !named && v != mustSend {
+			d.over[n] = holdNone
 		}
 	}
 	if d.base == nil {
@@ -238,9 +242,17 @@ func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed
 				}
 				keep[n] = mustSend // unknown yet: tell when it appears or is known absent
 			}
-		default: // a version the client holds
+		default: // a version the client holds (e.g. declared in initial_resource_versions)
 			if c.KnownAbsent(n) {
 				removed = append(removed, n)
+			} else {
+				// Not in c and not known absent: the client still holds it as
+				// far as anyone knows; keep the claim, so a deletion learned
+				// later is reported.
+				if keep == nil {
+					keep = map[string]string{}
+				}
+				keep[n] = v
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,11 +26,22 @@ import (
 // run it deterministically on one goroutine, and check invariants after
 // each step.
 
+// fuzzTrace (XDS_FUZZ_TRACE=1, with -v) logs each step of a fuzz program,
+// to read a failing input: go test -v -run=FuzzDeltaRequests/NAME ./relay/
+var fuzzTrace = os.Getenv("XDS_FUZZ_TRACE") != ""
+
+func tracef(t *testing.T, format string, args ...any) {
+	if fuzzTrace {
+		t.Helper()
+		t.Logf(format, args...)
+	}
+}
+
 // fuzzTypes are the type URLs the stream fuzzers use: one with full-state
 // semantics (Cluster) and one without (Endpoint).
 var fuzzTypes = [2]string{ClusterType, EndpointType}
 
-// fuzzNames is the alphabet of resource names that exist in the class.
+// fuzzNames is the alphabet of the names of the resources the upstream sends.
 var fuzzNames = [4]string{"a", "b", "c", "d"}
 
 // fuzzReqNames is the alphabet of names in requests: mostly real names,
@@ -110,53 +123,81 @@ func (fr *fuzzResources) decode(in *fuzzBytes, typeURL string, n int) []*shard.R
 	return rs
 }
 
-// fuzzUpstream is the kind of source feeding the class, fixed for a run as
-// it is for a relay: the file source (every update the complete state), an
-// SotW upstream (complete state for Listener and Cluster, merged updates
+// fuzzUpstream is the source feeding the class, of one kind for a run as
+// for a relay: the file source (every update the complete state), an SotW
+// upstream (complete state for Listener and Cluster, merged updates
 // otherwise) or an incremental one (exact updates with removals).
-type fuzzUpstream int
+type fuzzUpstream struct {
+	t        *testing.T
+	kind     int
+	res      *fuzzResources
+	class    *shard.Class
+	reported map[string]bool // types the upstream reported a request for
+}
 
 const (
-	fuzzFileSource fuzzUpstream = iota
+	fuzzFileSource = iota
 	fuzzSotWUpstream
 	fuzzDeltaUpstream
 )
 
-func upstreamOf(header byte) fuzzUpstream {
-	return [4]fuzzUpstream{fuzzFileSource, fuzzSotWUpstream, fuzzDeltaUpstream, fuzzDeltaUpstream}[(header>>4)&3]
+func newFuzzUpstream(t *testing.T, header byte, res *fuzzResources, class *shard.Class) *fuzzUpstream {
+	kind := [4]int{fuzzFileSource, fuzzSotWUpstream, fuzzDeltaUpstream, fuzzDeltaUpstream}[(header>>4)&3]
+	return &fuzzUpstream{t: t, kind: kind, res: res, class: class, reported: map[string]bool{}}
 }
 
-// update runs an upstream step. Bits of o: 2 the type; 3 a report of what
-// the upstream asked for (else an update); 4 (report) the wildcard (else the
+// report tells the class what the upstream asked for, as an upstream that
+// subscribes by name does before it sends each request. Not for the file
+// source, nor for full-state types, whose pending names would start grace
+// timers.
+func (u *fuzzUpstream) report(typeURL string, want shard.Subscription) {
+	if u.kind == fuzzFileSource || shard.FullState(typeURL) {
+		return
+	}
+	u.reported[typeURL] = true
+	tracef(u.t, "upstream asks for %s %+v", short(typeURL), want)
+	u.class.Requested(typeURL, want, u.kind == fuzzDeltaUpstream)
+}
+
+// step runs an upstream step. Bits of o: 2 the type; 3 a report of what the
+// upstream asked for (else an update); 4 (report) the wildcard (else the
 // class's interest); 5-6 (update) the number of resources, then, for an
 // incremental upstream, a byte with the number of removed names and theirs.
-// Reports are not made for full-state types, whose pending names would start
-// grace timers, nor by the file source.
-func (fr *fuzzResources) update(in *fuzzBytes, o byte, class *shard.Class, kind fuzzUpstream) {
+func (u *fuzzUpstream) step(in *fuzzBytes, o byte) {
 	typeURL := fuzzTypes[(o>>2)&1]
 	if o&8 != 0 {
-		if kind == fuzzFileSource || shard.FullState(typeURL) {
-			return
-		}
-		want := class.Interest(typeURL)
+		want := u.class.Interest(typeURL)
 		if o&16 != 0 {
 			want = shard.Subscription{Wildcard: true}
 		}
-		class.Requested(typeURL, want, kind == fuzzDeltaUpstream)
+		u.report(typeURL, want)
 		return
 	}
-	rs := fr.decode(in, typeURL, int(o>>5)&3)
-	switch kind {
+	if !u.reported[typeURL] {
+		// An upstream answers requests: the first one is reported before
+		// any data of the type arrives.
+		u.report(typeURL, u.class.Interest(typeURL))
+	}
+	rs := u.res.decode(in, typeURL, int(o>>5)&3)
+	if fuzzTrace {
+		var desc []string
+		for _, r := range rs {
+			desc = append(desc, r.Name+"@"+r.Version()[:4])
+		}
+		tracef(u.t, "upstream (kind %d) sends %s %v", u.kind, short(typeURL), desc)
+	}
+	switch u.kind {
 	case fuzzFileSource:
-		class.Apply(typeURL, rs, true)
+		u.class.Apply(typeURL, rs, true)
 	case fuzzSotWUpstream:
-		class.Apply(typeURL, rs, shard.FullState(typeURL))
+		u.class.Apply(typeURL, rs, shard.FullState(typeURL))
 	case fuzzDeltaUpstream:
 		var removed []string
 		for range int(in.next() % 4) {
 			removed = append(removed, fuzzNames[in.next()%4])
 		}
-		class.ApplyDelta(typeURL, rs, removed)
+		tracef(u.t, "upstream removes %s %v", short(typeURL), removed)
+		u.class.ApplyDelta(typeURL, rs, removed)
 	}
 }
 
@@ -288,4 +329,64 @@ func typeSel(b byte) string {
 		return fuzzTypes[1]
 	}
 	return fuzzTypes[0]
+}
+
+// Building blocks of fuzz programs, for the seeds.
+const (
+	// Header bits.
+	fzADS      = 0      // ADS stream
+	fzPerType  = 1      // per-type stream ...
+	fzOfEDS    = 2      // ... of EndpointType (else ClusterType)
+	fzOneType  = 4      // MaxTypesPerStream 1
+	fzFewNames = 8      // MaxResourceNames 2
+	fzFile     = 0 << 4 // the file source feeds the class
+	fzSotWUp   = 1 << 4 // an SotW upstream
+	fzDeltaUp  = 2 << 4 // an incremental upstream
+	fzCDS      = 1      // request type: ClusterType ("" is 0)
+	fzEDS      = 2      // request type: EndpointType
+	fzNoNode   = 4      // request without node
+)
+
+type fuzzProgram []byte
+
+func program(header byte) *fuzzProgram { p := fuzzProgram{header}; return &p }
+
+func (p *fuzzProgram) add(b ...byte) *fuzzProgram { *p = append(*p, b...); return p }
+
+func (p *fuzzProgram) flush() *fuzzProgram { return p.add(2) }
+
+// data is an upstream update of fuzzTypes[typ] (file source, SotW upstream).
+func (p *fuzzProgram) data(typ int, rs ...byte) *fuzzProgram {
+	return p.add(1 | byte(typ)<<2 | byte(len(rs))<<5).add(rs...)
+}
+
+// delta is an incremental upstream's update of fuzzTypes[typ].
+func (p *fuzzProgram) delta(typ int, rs []byte, removed ...string) *fuzzProgram {
+	p.data(typ, rs...).add(byte(len(removed)))
+	for _, n := range removed {
+		p.add(byte(slices.Index(fuzzNames[:], n)))
+	}
+	return p
+}
+
+// report is the upstream's report of what it asked for: the class's
+// interest, or the wildcard.
+func (p *fuzzProgram) report(typ int, wildcard bool) *fuzzProgram {
+	o := 1 | byte(typ)<<2 | 8
+	if wildcard {
+		o |= 16
+	}
+	return p.add(o)
+}
+
+func reqNameIndex(n string) byte {
+	if n == "" {
+		return 15
+	}
+	return byte(slices.Index(fuzzReqNames[:], n))
+}
+
+// res encodes a resource of an update: name (a..d) and variant.
+func res(name string, variant int) byte {
+	return byte(slices.Index(fuzzNames[:], name)) | byte(variant)<<2
 }

@@ -21,15 +21,7 @@ import (
 	// The resource types REST responses can be rendered as JSON for (as
 	// resources or nested typed_config): protojson must resolve every Any.
 	// A response holding another type answers 500.
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	_ "github.com/xds-relay/xds-relay/shard/xdstypes" // the Envoy types it decodes
 )
 
 // MaxRESTBody bounds the DiscoveryRequest body of a REST poll.

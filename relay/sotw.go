@@ -5,8 +5,6 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -97,17 +95,8 @@ func (s *sotwStream) collect() []outgoing {
 
 // handle applies one request (reader goroutine only).
 func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
-	if err := s.admit(); err != nil {
-		return err
-	}
-	typeURL, err := s.requestType(req.GetTypeUrl())
+	typeURL, err := s.admitRequest(req.GetTypeUrl(), req.GetNode(), nameList{"resource_names", req.GetResourceNames()})
 	if err != nil {
-		return err
-	}
-	if err := s.classify(req.GetNode()); err != nil {
-		return err
-	}
-	if err := s.checkNames("resource_names", req.GetResourceNames()); err != nil {
 		return err
 	}
 
@@ -115,9 +104,9 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	t := s.types[typeURL]
 	first := t == nil
 	if first {
-		if max := s.srv.opts.MaxTypesPerStream; len(s.types) >= max {
+		if err := s.typeLimitLocked(len(s.types)); err != nil {
 			s.mu.Unlock()
-			return status.Errorf(codes.ResourceExhausted, "type_url: stream already subscribes to %d types, the limit", max)
+			return err
 		}
 		t = &typeSub{typeURL: typeURL}
 		s.types[typeURL] = t

@@ -29,17 +29,18 @@ import (
 //     subscribed to something new in between;
 //   - the stream's subscription is the one the spec's resource_names rules
 //     give (legacy wildcard, "*", empty list);
-//   - after each writer step the client holds the current content of its
-//     shard (unless it is an empty response of a type without full-state
+//   - after each writer step the client, which keeps what it received and
+//     forgets what it unsubscribes, holds the current content of its shard
+//     (unless it is an empty response of a type without full-state
 //     semantics, a no-op);
 //   - the stream holds exactly one shard per subscribed type, and none once
 //     released; a released stream is told of nothing.
 //
 // Input format (see sotwSeeds): a header byte (bit 0: per-type stream; bit
 // 1: its type; bit 2: at most 1 type per stream; bit 3: at most 2 names per
-// request; bits 4-5: the upstream kind, see upstreamOf), then steps, by the
-// low 2 bits of their first byte: 0 request, 1 upstream step (see
-// fuzzResources.update), 2 and 3 writer step.
+// request; bits 4-5: the upstream kind, see newFuzzUpstream), then steps,
+// by the low 2 bits of their first byte: 0 request (see sotwFuzz.request),
+// 1 upstream step (see fuzzUpstream.step), 2 and 3 writer step.
 func FuzzSotWRequests(f *testing.F) {
 	res := newFuzzResources(f)
 	for _, seed := range sotwSeeds() {
@@ -61,7 +62,7 @@ type sotwFuzzType struct {
 	sub          shard.Subscription // predicted from the spec's rules
 	nonces       []string           // received, in order
 	versions     []string           // received, in order
-	held         map[string]string  // name -> Any value held; nil before any
+	held         map[string]string  // name -> Any value held; nil before any response
 	heldUnknown  bool               // claimed a version whose content the client does not know
 	forceOK      bool               // subscribed to something new since the last response
 }
@@ -101,7 +102,7 @@ func runSotWFuzz(t *testing.T, res *fuzzResources, data []byte) {
 	}
 	z.st = &sotwStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*typeSub{}}
 
-	upstream := upstreamOf(h)
+	upstream := newFuzzUpstream(t, h, res, class)
 	requests := 0
 	alive := true
 	for steps := 0; alive && in.more() && steps < maxFuzzSteps; steps++ {
@@ -113,7 +114,7 @@ func runSotWFuzz(t *testing.T, res *fuzzResources, data []byte) {
 			}
 			alive = z.request(in, node)
 		case 1:
-			res.update(in, o, class, upstream)
+			upstream.step(in, o)
 		default:
 			z.flush()
 		}
@@ -145,6 +146,9 @@ func runSotWFuzz(t *testing.T, res *fuzzResources, data []byte) {
 }
 
 // request runs one reader step; it reports whether the stream lives on.
+// Bits of the first byte: 0-1 type, 2 no node, 3-4 version_info, 5-6 nonce,
+// 7 NACK (see the fz* constants); the second is the number of names (mod 6),
+// then one byte per name.
 func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	t := z.t
 	r1, r2 := in.next(), in.next()
@@ -216,6 +220,7 @@ func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}
 
+	tracef(t, "request %v", req)
 	z.tr.in = []*request{req}
 	err := readLoop(z.tr.Recv, z.st.handle)
 	wantCode(t, err, code, why)
@@ -244,6 +249,16 @@ func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	}
 	m.explicitSeen = m.explicitSeen || len(names) > 0
 	m.sub = subOf(wildcard, set)
+	if !m.sub.Wildcard {
+		// The client forgets what it no longer subscribes to (it will not
+		// learn of its deletion). A stale request, which the server
+		// ignores, the client sends again: it is as if not sent yet.
+		for n := range m.held {
+			if !m.sub.Has(n) {
+				delete(m.held, n)
+			}
+		}
+	}
 	if !m.sub.Empty() {
 		added := m.sub.Wildcard && !prev.Wildcard
 		for _, n := range m.sub.Names {
@@ -294,6 +309,7 @@ func (z *sotwFuzz) contentOf(rs []*shard.Resource) map[string]string {
 // flush runs one writer step and takes what the client receives.
 func (z *sotwFuzz) flush() {
 	t := z.t
+	tracef(t, "writer step")
 	if err := flush(z.st.collect, z.tr.SendMsg); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
@@ -315,6 +331,7 @@ func (z *sotwFuzz) receive(b []byte) {
 	}
 	z.nonces[resp.Nonce] = true
 	typeURL := resp.TypeUrl
+	tracef(t, "response %s version %s nonce %s: %v", short(typeURL), resp.VersionInfo, resp.Nonce, names(t, &resp))
 	m := z.types[typeURL]
 	if m == nil || m.sub.Empty() {
 		t.Fatalf("%q response on a stream not subscribed to it", typeURL)
@@ -436,102 +453,47 @@ type fuzzNopWatcher struct{ _ byte }
 func (*fuzzNopWatcher) ShardChanged(*shard.Shard)                     {}
 func (*fuzzNopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 
-// Building blocks of fuzz programs, for the seeds.
-const (
-	fzADS      = 0 // header: ADS stream
-	fzPerType  = 1 // header: per-type stream ...
-	fzOfEDS    = 2 // ... of EndpointType (else ClusterType)
-	fzOneType  = 4 // header: MaxTypesPerStream 1
-	fzFewNames = 8 // header: MaxResourceNames 3
-	fzCDS      = 1 // request type: ClusterType ("" is 0)
-	fzEDS      = 2 // request type: EndpointType
-	fzNoNode   = 4 // request without node
-	fzVerLast  = 1 << 3
-	fzVerOld   = 2 << 3
-	fzVerTier  = 3 << 3 // the class's wildcard version (a reconnect)
-	fzNonceOld = 2 << 5 // an older nonce of the type
-	fzNonceAny = 3 << 5 // the last nonce of any type
-	fzNACK     = 0x80
-)
-
-// fzNonce is the SotW "last nonce of the type" pick.
-const fzNonce = 1 << 5
-
-type fuzzProgram []byte
-
-func program(header byte) *fuzzProgram { p := fuzzProgram{header}; return &p }
-
-func (p *fuzzProgram) add(b ...byte) *fuzzProgram { *p = append(*p, b...); return p }
-
-func reqNameIndex(n string) byte {
-	if n == "" {
-		return 15
-	}
-	return byte(slices.Index(fuzzReqNames[:], n))
-}
-
-// res encodes a resource of an update: name (a..d) and variant.
-func res(name string, variant int) byte {
-	return byte(slices.Index(fuzzNames[:], name)) | byte(variant)<<2
-}
-
-// sotwReq is a SotW request step.
-func (p *fuzzProgram) sotwReq(r1 byte, names ...string) *fuzzProgram {
-	p.add(0, r1, byte(len(names)))
-	for _, n := range names {
-		p.add(reqNameIndex(n))
-	}
-	return p
-}
-
-// apply is a class update of fuzzTypes[typ] (SotW fuzzer).
-func (p *fuzzProgram) apply(typ int, replace bool, rs ...byte) *fuzzProgram {
-	o := byte(1) | byte(typ)<<2 | byte(len(rs))<<4
-	if replace {
-		o |= 8
-	}
-	return p.add(o).add(rs...)
-}
-
-func (p *fuzzProgram) flush() *fuzzProgram { return p.add(2) }
-
 func sotwSeeds() [][]byte {
 	const cds, eds = 0, 1
 	return [][]byte{
 		// Legacy wildcard, ACK, update, explicit names, "*", unsubscribe all.
-		*program(fzADS).sotwReq(fzCDS).apply(cds, true, res("a", 0), res("b", 0)).flush().
-			sotwReq(fzCDS|fzVerLast|fzNonce).apply(cds, true, res("a", 1), res("b", 0)).flush().
+		*program(fzADS|fzFile).sotwReq(fzCDS).data(cds, res("a", 0), res("b", 0)).flush().
+			sotwReq(fzCDS|fzVerLast|fzNonce).data(cds, res("a", 1), res("b", 0)).flush().
 			sotwReq(fzCDS|fzVerLast|fzNonce, "a", "c").flush().
 			sotwReq(fzCDS|fzVerLast|fzNonce, "*").flush().
 			sotwReq(fzCDS|fzVerLast|fzNonce).flush().
 			sotwReq(fzCDS|fzVerLast|fzNonce, "b").flush(),
 		// Explicit names of a type without full-state semantics, NACK,
 		// names added that exist, then do not, then appear.
-		*program(fzADS).apply(eds, false, res("a", 0)).sotwReq(fzEDS, "a", "b").flush().
-			sotwReq(fzEDS|fzVerLast|fzNonce|fzNACK, "a", "b").apply(eds, false, res("b", 1)).flush().
+		*program(fzADS|fzSotWUp).data(eds, res("a", 0)).sotwReq(fzEDS, "a", "b").flush().
+			sotwReq(fzEDS|fzVerLast|fzNonce|fzNACK, "a", "b").data(eds, res("b", 1)).flush().
 			sotwReq(fzEDS|fzVerLast|fzNonce, "a", "b", "c").flush().
-			apply(eds, false, res("c", 2)).flush().
+			data(eds, res("c", 2)).flush().
 			sotwReq(fzEDS|fzVerLast|fzNonce, "a").flush().
 			sotwReq(fzEDS|fzVerLast|fzNonce, "a", "c").flush(),
 		// Per-type stream with empty type URLs; a reconnect declaring the
 		// tier's version.
-		*program(fzPerType).apply(cds, true, res("a", 0), res("c", 1)).sotwReq(fzVerTier).flush().
-			apply(cds, true, res("a", 0)).flush().sotwReq(fzVerLast | fzNonce).flush(),
-		*program(fzPerType).sotwReq(fzVerOld).apply(cds, true, res("b", 2)).flush(),
+		*program(fzPerType|fzFile).data(cds, res("a", 0), res("c", 1)).sotwReq(fzVerTier).flush().
+			data(cds, res("a", 0)).flush().sotwReq(fzVerLast | fzNonce).flush(),
+		*program(fzPerType|fzFile).sotwReq(fzVerOld).data(cds, res("b", 2)).flush(),
 		// Stale nonces: ignored, subscription changes included.
-		*program(fzADS).sotwReq(fzCDS, "a").apply(cds, true, res("a", 0)).flush().
-			apply(cds, true, res("a", 1)).flush().
+		*program(fzADS|fzFile).sotwReq(fzCDS, "a").data(cds, res("a", 0)).flush().
+			data(cds, res("a", 1)).flush().
 			sotwReq(fzCDS|fzVerOld|fzNonceOld, "b").flush().
-			sotwReq(fzCDS|fzVerLast|fzNonce, "b").apply(cds, true, res("a", 1), res("b", 1)).flush(),
+			sotwReq(fzCDS|fzVerLast|fzNonce, "b").data(cds, res("a", 1), res("b", 1)).flush(),
 		// Two types, interleaved; the last nonce of the other type is stale.
-		*program(fzADS).sotwReq(fzCDS).sotwReq(fzEDS, "a").apply(eds, false, res("a", 0)).
-			apply(cds, true, res("b", 0)).flush().apply(eds, false, res("a", 1)).
+		*program(fzADS|fzSotWUp).sotwReq(fzCDS).sotwReq(fzEDS, "a").data(eds, res("a", 0)).
+			data(cds, res("b", 0)).flush().data(eds, res("a", 1)).
 			sotwReq(fzCDS|fzNonceAny, "*", "a").flush().
-			add(3|byte(eds)<<2).apply(eds, true).flush().sotwReq(fzEDS | fzNonce).flush(),
+			report(eds, false).data(eds).flush().sotwReq(fzEDS | fzNonce).flush(),
 		// The upstream asked for named resources only: the wildcard shard
 		// waits for a complete state.
-		*program(fzADS).sotwReq(fzEDS, "*").add(3|byte(eds)<<2).apply(eds, false, res("a", 0)).flush().
-			add(3|8|byte(eds)<<2).apply(eds, false, res("b", 0)).flush(),
+		*program(fzADS|fzSotWUp).sotwReq(fzEDS, "*").report(eds, false).data(eds, res("a", 0)).flush().
+			report(eds, true).data(eds, res("b", 0)).flush(),
+		// An incremental upstream: removals, names it has not answered.
+		*program(fzADS|fzDeltaUp).delta(eds, []byte{res("a", 0), res("b", 0)}).sotwReq(fzEDS, "a", "c").flush().
+			report(eds, false).delta(eds, nil, "a").flush().sotwReq(fzEDS|fzVerLast|fzNonce, "b", "c").flush().
+			delta(eds, []byte{res("c", 1)}, "b").flush(),
 		// Bad requests: each ends the stream.
 		*program(fzADS).sotwReq(0, "a"),
 		*program(fzADS).sotwReq(fzCDS|fzNoNode, "a"),
@@ -541,3 +503,24 @@ func sotwSeeds() [][]byte {
 		*program(fzPerType|fzOfEDS).sotwReq(fzEDS, "a").flush().sotwReq(fzCDS, "a"),
 	}
 }
+
+// sotwReq is a SotW request step: the first byte (fz* request bits) and
+// the names.
+func (p *fuzzProgram) sotwReq(r1 byte, names ...string) *fuzzProgram {
+	p.add(0, r1, byte(len(names)))
+	for _, n := range names {
+		p.add(reqNameIndex(n))
+	}
+	return p
+}
+
+// SotW request bits of the first byte.
+const (
+	fzVerLast  = 1 << 3 // version_info: the last received
+	fzVerOld   = 2 << 3 // the one before, or a stale one
+	fzVerTier  = 3 << 3 // the class's wildcard version (a reconnect)
+	fzNonce    = 1 << 5 // response_nonce: the last of the type
+	fzNonceOld = 2 << 5 // an older one of the type
+	fzNonceAny = 3 << 5 // the last of any type
+	fzNACK     = 0x80
+)

@@ -170,6 +170,43 @@ func (b *streamBase) requestType(typeURL string) (string, error) {
 	return typeURL, nil
 }
 
+// nameList is one list of resource names of a request, and its field name.
+type nameList struct {
+	field string
+	names []string
+}
+
+// admitRequest runs the checks every request passes before it touches the
+// stream's state, in order: the rate limit, the type URL, the node (on the
+// first request: classification and authorization), the name lists. It
+// returns the request's type URL.
+func (b *streamBase) admitRequest(typeURL string, node *corev3.Node, lists ...nameList) (string, error) {
+	if err := b.admit(); err != nil {
+		return "", err
+	}
+	typeURL, err := b.requestType(typeURL)
+	if err != nil {
+		return "", err
+	}
+	if err := b.classify(node); err != nil {
+		return "", err
+	}
+	for _, l := range lists {
+		if err := b.checkNames(l.field, l.names); err != nil {
+			return "", err
+		}
+	}
+	return typeURL, nil
+}
+
+// typeLimitLocked refuses one more type URL on a stream holding n.
+func (b *streamBase) typeLimitLocked(n int) error {
+	if max := b.srv.opts.MaxTypesPerStream; n >= max {
+		return status.Errorf(codes.ResourceExhausted, "type_url: stream already subscribes to %d types, the limit", max)
+	}
+	return nil
+}
+
 // checkNames applies the per-request name checks to one list of names.
 func (b *streamBase) checkNames(field string, names []string) error {
 	for i, n := range names {

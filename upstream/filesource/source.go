@@ -32,15 +32,7 @@ import (
 
 	// The resource types files may hold (as resources or nested typed_config).
 	// A type outside this list is a load error: protojson cannot resolve it.
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	_ "github.com/xds-relay/xds-relay/shard/xdstypes" // the Envoy types it decodes
 )
 
 // typePrefix is the prefix of the canonical type URL every resource is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"regexp"
@@ -294,7 +295,7 @@ func (c *Config) Validate() error {
 			return bad(lim.key, "must be at least 1, got %d", lim.v)
 		}
 	}
-	if c.Limits.RequestsPerSecond <= 0 {
+	if !(c.Limits.RequestsPerSecond > 0) || math.IsInf(c.Limits.RequestsPerSecond, 0) { // NaN fails too
 		return bad("limits.requests_per_second", "must be positive, got %v", c.Limits.RequestsPerSecond)
 	}
 	if c.Limits.MaxCollapses < 0 {
@@ -353,7 +354,7 @@ func (c *Config) Validate() error {
 			return bad("tracing.otlp_endpoint", "%v", err)
 		}
 	}
-	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+	if !(c.Tracing.SampleRatio >= 0 && c.Tracing.SampleRatio <= 1) { // NaN fails too
 		return bad("tracing.sample_ratio", "must be between 0 and 1, got %v", c.Tracing.SampleRatio)
 	}
 	return nil
