@@ -200,6 +200,11 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	changed := t.apply(resources, u.Replace)
 	for _, n := range u.Removed {
 		changed = append(changed, t.drop(n)...)
+		if _, ok := t.pending[n]; ok && u.Exact {
+			// An incremental upstream said it is gone: known absent now.
+			delete(t.pending, n)
+			changed = append(changed, n)
+		}
 	}
 	if !u.HeartbeatOnly {
 		changed = append(changed, t.resolvePending(time.Now(), false)...)

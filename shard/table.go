@@ -248,6 +248,7 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 			t.sorted = nil
 		}
 		t.resources[r.Name] = r
+		delete(t.pending, r.Name) // the upstream has told about it: no longer pending
 		for _, a := range r.Aliases {
 			t.aliases[a] = r.Name
 		}
