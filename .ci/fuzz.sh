@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs each go test -fuzz target for a short, bounded time (FUZZTIME, 10s by
+# Runs each go test -fuzz target for a short, bounded time (FUZZTIME: a
+# duration, or an execution count like 5000x, which CI uses: a count always
+# completes the baseline-coverage pass of a cold cache; 10s by
 # default), one after another. Every target runs even if an earlier one
 # fails; the script fails if any did. A failing input is written under the
 # package's testdata/fuzz/<Target>/: commit it, and plain `go test` replays
