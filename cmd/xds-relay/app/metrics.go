@@ -40,7 +40,8 @@ type telemetry struct {
 	upstreamResps metric.Int64Counter
 	fanout        metric.Float64Histogram
 
-	attrs sync.Map // label tuple (string) -> metric.MeasurementOption, built once
+	attrsMu sync.RWMutex
+	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
 }
 
 var (
@@ -67,7 +68,8 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		}},
 	)))
 	m := provider.Meter("github.com/xds-relay/xds-relay")
-	t := &telemetry{provider: provider, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), tracer: tracer}
+	t := &telemetry{provider: provider, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), tracer: tracer,
+		attrs: map[[6]string]*labels{}}
 	var errs []error
 	keep := func(err error) { errs = append(errs, err) }
 	var e error
@@ -129,19 +131,35 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	return t, nil
 }
 
-// opt returns the measurement option for a label tuple, built once.
-func (t *telemetry) opt(kv ...string) metric.MeasurementOption {
-	key := strings.Join(kv, "\x00")
-	if o, ok := t.attrs.Load(key); ok {
-		return o.(metric.MeasurementOption)
+// labels are a label tuple's options, as the slices the instruments take:
+// spreading a prebuilt slice into a variadic call allocates nothing.
+type labels struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// opt returns the options of a label tuple (at most three pairs), built
+// once. Keyed by a fixed array: nothing allocates per measurement on the
+// push path (see TestPushMetricDoesNotAllocate).
+func (t *telemetry) opt(kv ...string) *labels {
+	var key [6]string
+	copy(key[:], kv)
+	t.attrsMu.RLock()
+	l, ok := t.attrs[key]
+	t.attrsMu.RUnlock()
+	if ok {
+		return l
 	}
 	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
 		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
 	}
 	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	t.attrs.Store(key, o)
-	return o
+	l = &labels{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+	t.attrsMu.Lock()
+	t.attrs[key] = l
+	t.attrsMu.Unlock()
+	return l
 }
 
 // typeLabel bounds the type label: the xDS types by short name, anything
@@ -157,42 +175,46 @@ func typeLabel(typeURL string) string {
 
 var bg = context.Background()
 
-func (t *telemetry) StreamOpened(variant string) { t.streams.Add(bg, 1, t.opt("variant", variant)) }
+func (t *telemetry) StreamOpened(variant string) {
+	t.streams.Add(bg, 1, t.opt("variant", variant).add...)
+}
 func (t *telemetry) StreamClosed(variant, reason string) {
-	t.streams.Add(bg, -1, t.opt("variant", variant))
-	t.disconnects.Add(bg, 1, t.opt("variant", variant, "reason", reason))
+	t.streams.Add(bg, -1, t.opt("variant", variant).add...)
+	t.disconnects.Add(bg, 1, t.opt("variant", variant, "reason", reason).add...)
 }
 func (t *telemetry) TypeSubscribed(variant, typeURL string) {
-	t.subscriptions.Add(bg, 1, t.opt("variant", variant, "type", typeLabel(typeURL)))
+	t.subscriptions.Add(bg, 1, t.opt("variant", variant, "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) TypeUnsubscribed(variant, typeURL string) {
-	t.subscriptions.Add(bg, -1, t.opt("variant", variant, "type", typeLabel(typeURL)))
+	t.subscriptions.Add(bg, -1, t.opt("variant", variant, "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) Pushed(variant, typeURL string, bytes int) {
 	o := t.opt("variant", variant, "type", typeLabel(typeURL))
-	t.pushes.Add(bg, 1, o)
-	t.pushBytes.Add(bg, int64(bytes), o)
+	t.pushes.Add(bg, 1, o.add...)
+	t.pushBytes.Add(bg, int64(bytes), o.add...)
 }
 func (t *telemetry) ClientACK(class, typeURL string) {
-	t.clientACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)))
+	t.clientACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) ClientNACK(class, typeURL string) {
-	t.clientNACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)))
+	t.clientNACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
 }
-func (t *telemetry) QueueCollapsed(variant string) { t.collapses.Add(bg, 1, t.opt("variant", variant)) }
-func (t *telemetry) Reconnecting(class string)     { t.reconnects.Add(bg, 1, t.opt("class", class)) }
+func (t *telemetry) QueueCollapsed(variant string) {
+	t.collapses.Add(bg, 1, t.opt("variant", variant).add...)
+}
+func (t *telemetry) Reconnecting(class string) { t.reconnects.Add(bg, 1, t.opt("class", class).add...) }
 func (t *telemetry) Response(class, typeURL string, accepted bool) {
 	result := "nack"
 	if accepted {
 		result = "ack"
 	}
-	t.upstreamResps.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL), "result", result))
+	t.upstreamResps.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL), "result", result).add...)
 }
 
 // Fanout records one shard's fan-out of an update: in the histogram, and as
 // a span under the upstream response's span (when that one is traced).
 func (t *telemetry) Fanout(ctx context.Context, typeURL string, start time.Time, d time.Duration) {
-	t.fanout.Record(bg, d.Seconds(), t.opt("type", typeLabel(typeURL)))
+	t.fanout.Record(bg, d.Seconds(), t.opt("type", typeLabel(typeURL)).rec...)
 	if trace.SpanContextFromContext(ctx).IsSampled() {
 		_, span := t.tracer.Start(ctx, "xds-relay.fanout", trace.WithTimestamp(start),
 			trace.WithAttributes(attribute.String("xds.type_url", typeURL)))
