@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/xds-relay/xds-relay/shard"
@@ -20,7 +21,7 @@ func TestQueueCoalescingAndCollapse(t *testing.T) {
 	q.push(eds, eds.shard, resp("e1"), false)
 	q.push(cds, cds.shard, resp("c3"), false) // after e1: must not supersede c2
 	got := versions(&q)
-	if want := []string{"c2", "e1", "c3"}; !equal(got, want) {
+	if want := []string{"c2", "e1", "c3"}; !slices.Equal(got, want) {
 		t.Fatalf("queue = %v, want %v", got, want)
 	}
 
@@ -35,7 +36,7 @@ func TestQueueCoalescingAndCollapse(t *testing.T) {
 		t.Fatalf("collapses = %d, want 1", q.collapses)
 	}
 	// The queue was drained above; EDS was queued first after that.
-	if got, want := versions(&q), []string{"e-last", "c-last"}; !equal(got, want) {
+	if got, want := versions(&q), []string{"e-last", "c-last"}; !slices.Equal(got, want) {
 		t.Fatalf("collapsed queue = %v, want %v (first positions, latest responses)", got, want)
 	}
 }
@@ -47,14 +48,3 @@ func versions(q *responseQueue[*typeSub]) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
