@@ -47,4 +47,3 @@ func versions(q *responseQueue[*typeSub]) []string {
 	q.drain(func(e queued[*typeSub]) { out = append(out, e.resp.Version) })
 	return out
 }
-
