@@ -54,6 +54,9 @@ type FanoutResult struct {
 	RelayRSSAfter    int64         `json:"relay_rss_after_bytes"`
 	UpstreamStreams  int           `json:"upstream_streams"`
 	UpstreamRequests int           `json:"upstream_requests"`
+	// Latencies holds every client's upstream-send → receive time, sorted:
+	// the latency CDF.
+	Latencies []time.Duration `json:"latencies_ns"`
 }
 
 // RunFanout starts a control plane, the relay as a child process and the
@@ -166,6 +169,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		First:         lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
 		RelayCPU: after.CPU - idle.CPU, RelayRSSIdle: idle.RSS, RelayRSSAfter: after.RSS,
 		UpstreamStreams: streams, UpstreamRequests: requests,
+		Latencies: lat,
 	}, nil
 }
 
