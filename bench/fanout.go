@@ -49,9 +49,9 @@ type FanoutResult struct {
 	P99              time.Duration `json:"p99_ns"`
 	Last             time.Duration `json:"last_ns"`
 	ResponseBytes    int           `json:"response_bytes"` // one client's update response
-	RelayCPU         time.Duration `json:"relay_cpu_ns"`   // during the update
-	RelayRSSIdle     int64         `json:"relay_rss_idle_bytes"`
-	RelayRSSAfter    int64         `json:"relay_rss_after_bytes"`
+	ServerCPU        time.Duration `json:"server_cpu_ns"`  // the measured server process (relay, or the target serving clients), during the update
+	ServerRSSIdle    int64         `json:"server_rss_idle_bytes"`
+	ServerRSSAfter   int64         `json:"server_rss_after_bytes"`
 	UpstreamStreams  int           `json:"upstream_streams"`
 	UpstreamRequests int           `json:"upstream_requests"`
 	// Latencies holds every client's upstream-send → receive time, sorted:
@@ -167,7 +167,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		Clients: cfg.Clients, Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta,
 		ResponseBytes: got[0].Bytes,
 		First:         lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
-		RelayCPU: after.CPU - idle.CPU, RelayRSSIdle: idle.RSS, RelayRSSAfter: after.RSS,
+		ServerCPU: after.CPU - idle.CPU, ServerRSSIdle: idle.RSS, ServerRSSAfter: after.RSS,
 		UpstreamStreams: streams, UpstreamRequests: requests,
 		Latencies: lat,
 	}, nil

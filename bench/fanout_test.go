@@ -50,7 +50,7 @@ func fanoutSmoke(t *testing.T, delta, upstreamDelta bool) {
 	if err != nil {
 		t.Fatalf("%v\nrelay log:\n%s", err, relayLog.b.String())
 	}
-	if res.RelayRSSAfter <= 0 {
+	if res.ServerRSSAfter <= 0 {
 		t.Errorf("no relay memory measured: %+v", res)
 	}
 	if res.UpstreamStreams != 2 {

@@ -60,9 +60,9 @@ func main() {
 		res.First.Round(time.Microsecond), res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Last.Round(time.Microsecond))
 	fmt.Printf("update response: %d bytes per client, %.1f MB in all\n", res.ResponseBytes, float64(res.ResponseBytes)*float64(res.Clients)/1e6)
 	if res.Target == "relay" {
-		fmt.Printf("relay CPU during the update: %v\n", res.RelayCPU)
+		fmt.Printf("relay CPU during the update: %v\n", res.ServerCPU)
 		fmt.Printf("relay RSS: %.1f MiB idle (all clients in sync), %.1f MiB after the update\n",
-			float64(res.RelayRSSIdle)/(1<<20), float64(res.RelayRSSAfter)/(1<<20))
+			float64(res.ServerRSSIdle)/(1<<20), float64(res.ServerRSSAfter)/(1<<20))
 	}
 	fmt.Printf("upstream: %d ADS streams, %d requests\n", res.UpstreamStreams, res.UpstreamRequests)
 	if *jsonOut != "" {
