@@ -10,6 +10,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // deltaTransport is what a delta stream needs of a gRPC stream.
@@ -44,7 +45,7 @@ func (s *Server) serveDelta(t deltaTransport, fixedType, variant string) error {
 	return s.track(st, &st.streamBase, func() error {
 		return st.serve(t.Context(),
 			func() error { return readLoop(t.Recv, st.handle) },
-			func() error { return flush(st.collect, t.SendMsg) },
+			func() error { return flush(&st.streamBase, st.collect, t.SendMsg) },
 			func() { releaseAll(&st.streamBase, st.types, st, st) })
 	})
 }
@@ -60,10 +61,9 @@ func (s *deltaStream) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
 }
 
 // collect turns each queued shard version into the delta the client lacks.
-func (s *deltaStream) collect() []outgoing {
+func (s *deltaStream) collect(out []outgoing) []outgoing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []outgoing
 	s.queue.drain(func(e queued[*deltaSub]) {
 		d := e.sub
 		if d.shard != e.shard || d.switching {
@@ -81,8 +81,8 @@ func (s *deltaStream) collect() []outgoing {
 			}
 			return
 		}
-		body := d.advance(e.resp)
-		if body == nil {
+		body, send := d.advance(e.resp)
+		if !send {
 			e.dropped()
 			return
 		}
@@ -117,7 +117,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		s.types[typeURL] = d
 		s.srv.metrics.TypeSubscribed(s.variant, typeURL)
 	}
-	if n := req.GetResponseNonce(); n != "" && n == d.nonce {
+	if n := req.GetResponseNonce(); wire.NonceIs(n, d.nonce) {
 		if e := req.GetErrorDetail(); e != nil {
 			// The client keeps what it had; the rejected versions are not
 			// re-sent, a later version of those resources is.
@@ -185,7 +185,7 @@ func (s *deltaStream) status() StreamStatus {
 	out.Collapses = s.queue.collapses
 	for _, d := range s.types {
 		ts := TypeStatus{TypeURL: d.typeURL, Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names)),
-			SentVersion: versionOf(d.base), Nonce: d.nonce, Pushes: d.pushes, Heartbeats: d.heartbeats, ACKs: d.acks, NACKs: d.nacks,
+			SentVersion: versionOf(d.base), Nonce: wire.NonceString(d.nonce), Pushes: d.pushes, Heartbeats: d.heartbeats, ACKs: d.acks, NACKs: d.nacks,
 			LastNACK: d.lastNACK, StaleNonces: d.staleNonces}
 		out.Types = append(out.Types, ts)
 	}

@@ -267,7 +267,7 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 func (z *deltaFuzz) flush() {
 	t := z.t
 	tracef(t, "writer step")
-	if err := flush(z.st.collect, z.tr.SendMsg); err != nil {
+	if err := flush(&z.st.streamBase, z.st.collect, z.tr.SendMsg); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	var batch []*deltaResponse

@@ -7,6 +7,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // Markers in deltaSub.over besides real versions.
@@ -33,7 +34,7 @@ type deltaSub struct {
 	retell    bool              // the last request changed what must be told (reader only)
 	switching bool              // between a request's marks and its shard's installation
 
-	nonce                                        string
+	nonce                                        uint64 // last nonce sent; 0 before the first
 	acks, nacks, pushes, heartbeats, staleNonces int
 	lastNACK                                     string
 }
@@ -180,29 +181,29 @@ func (d *deltaSub) heldResource(r *shard.Resource) (string, bool) {
 }
 
 // advance moves the client to shard version c and returns the nonce-less
-// response that does it, or nil when the client needs nothing. A client that
+// response that does it; send is false when the client needs nothing. A client that
 // held c's previous version gets c's shared, once-encoded delta.
-func (d *deltaSub) advance(c *shard.Response) []byte {
+func (d *deltaSub) advance(c *shard.Response) (body wire.Body, send bool) {
 	if len(d.over) == 0 && d.base == nil {
 		// From nothing: every client starting here gets the same bytes.
 		d.base, d.over = c, nil
 		if len(c.Resources) == 0 && !d.wildcard {
-			return nil
+			return wire.Body{}, false
 		}
 		d.told = true
-		return c.DeltaFullBody()
+		return c.DeltaFullBody(), true
 	}
 	if len(d.over) == 0 && d.base != nil {
 		if d.base.Sum == c.Sum {
-			return nil
+			return wire.Body{}, false
 		}
 		if c.HasPrev && c.PrevSum == d.base.Sum {
 			d.base = c
 			if len(c.Changed) == 0 && len(c.Removed) == 0 {
-				return nil
+				return wire.Body{}, false
 			}
 			d.told = true
-			return c.DeltaBody()
+			return c.DeltaBody(), true
 		}
 	}
 	changed, removed, keep := d.diffTo(c)
@@ -211,10 +212,10 @@ func (d *deltaSub) advance(c *shard.Response) []byte {
 	mustAnswer := d.wildcard && !d.told
 	d.base, d.over = c, keep
 	if len(changed) == 0 && len(removed) == 0 && !mustAnswer {
-		return nil
+		return wire.Body{}, false
 	}
 	d.told = true
-	return shard.EncodeDelta(d.typeURL, c.Version, changed, removed)
+	return shard.EncodeDelta(d.typeURL, c.Version, changed, removed), true
 }
 
 // diffTo computes what the client lacks of c and what it must drop, and the

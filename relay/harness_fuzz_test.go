@@ -209,7 +209,7 @@ var errStep = errors.New("fuzz: step done")
 type fuzzTransport[Req any] struct {
 	ctx  context.Context
 	in   []Req
-	sent []any
+	sent [][]byte
 }
 
 func (f *fuzzTransport[Req]) Context() context.Context { return f.ctx }
@@ -224,22 +224,21 @@ func (f *fuzzTransport[Req]) Recv() (Req, error) {
 	return r, nil
 }
 
+// SendMsg takes the message's bytes at once, as gRPC's encoding does: the
+// writer reuses a message once SendMsg returns.
 func (f *fuzzTransport[Req]) SendMsg(m any) error {
-	f.sent = append(f.sent, m)
+	s, ok := m.(*wire.Stamped)
+	if !ok {
+		return fmt.Errorf("writer sent a %T, want *wire.Stamped", m)
+	}
+	f.sent = append(f.sent, s.AppendTo(nil))
 	return nil
 }
 
 // take returns what was sent since the last call, as wire bytes.
 func (f *fuzzTransport[Req]) take(t *testing.T) [][]byte {
 	t.Helper()
-	var out [][]byte
-	for _, m := range f.sent {
-		s, ok := m.(*wire.Stamped)
-		if !ok {
-			t.Fatalf("writer sent a %T, want *wire.Stamped", m)
-		}
-		out = append(out, append(append([]byte{}, s.Body...), s.Suffix...))
-	}
+	out := f.sent
 	f.sent = nil
 	return out
 }

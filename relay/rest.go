@@ -99,7 +99,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 	if wrapped {
 		body = resp.WrappedBody() // the TTLs; Body when there are none
 	}
-	js, err := restJSON(body)
+	js, err := restJSON(body.Bytes())
 	if err != nil {
 		if s.nackLog.allow() { // shared with NACKs: one flood budget for client-caused log lines
 			s.log.Warn("REST response not encodable as JSON", zap.String("type_url", typeURL), zap.Error(err))

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // sotwTransport is what a SotW stream needs of a gRPC stream; every
@@ -33,7 +34,7 @@ var _ shard.Watcher = (*sotwStream)(nil)
 func (s *sotwStream) run() error {
 	return s.serve(s.transport.Context(),
 		func() error { return readLoop(s.transport.Recv, s.handle) },
-		func() error { return flush(s.collect, s.transport.SendMsg) },
+		func() error { return flush(&s.streamBase, s.collect, s.transport.SendMsg) },
 		func() { releaseAll(&s.streamBase, s.types, s, s) })
 }
 
@@ -49,10 +50,9 @@ func (s *sotwStream) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
 
 // collect stamps a nonce on each queued response the client does not hold
 // yet. No protobuf work: the body is shared, the suffix is the stream's.
-func (s *sotwStream) collect() []outgoing {
+func (s *sotwStream) collect(out []outgoing) []outgoing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []outgoing
 	s.queue.drain(func(e queued[*typeSub]) {
 		t := e.sub
 		if t.shard != e.shard {
@@ -111,7 +111,7 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 		t = &typeSub{typeURL: typeURL}
 		s.types[typeURL] = t
 		s.srv.metrics.TypeSubscribed(s.variant, typeURL)
-	} else if t.nonce != "" && req.GetResponseNonce() != t.nonce {
+	} else if t.nonce != 0 && !wire.NonceIs(req.GetResponseNonce(), t.nonce) {
 		// Stale: the client has not seen our latest response yet; it will
 		// send a newer request once it has (spec: "Requests become stale").
 		t.staleNonces++
@@ -165,7 +165,7 @@ func (s *sotwStream) status() StreamStatus {
 	out := s.statusLocked()
 	out.Collapses = s.queue.collapses
 	for _, t := range s.types {
-		ts := TypeStatus{TypeURL: t.typeURL, SentVersion: t.sentVersion, AckedVersion: t.ackedVersion, Nonce: t.nonce,
+		ts := TypeStatus{TypeURL: t.typeURL, SentVersion: t.sentVersion, AckedVersion: t.ackedVersion, Nonce: wire.NonceString(t.nonce),
 			Pushes: t.pushes, Heartbeats: t.heartbeats, ACKs: t.acks, NACKs: t.nacks, LastNACK: t.lastNACK, StaleNonces: t.staleNonces}
 		if t.shard != nil {
 			ts.Wildcard, ts.Names = t.shard.Sub.Wildcard, t.shard.Sub.Names

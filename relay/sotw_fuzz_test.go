@@ -310,7 +310,7 @@ func (z *sotwFuzz) contentOf(rs []*shard.Resource) map[string]string {
 func (z *sotwFuzz) flush() {
 	t := z.t
 	tracef(t, "writer step")
-	if err := flush(z.st.collect, z.tr.SendMsg); err != nil {
+	if err := flush(&z.st.streamBase, z.st.collect, z.tr.SendMsg); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	for _, b := range z.tr.take(t) {

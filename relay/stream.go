@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +34,11 @@ type streamBase struct {
 	closeErr  error           // why: written once before closing is closed
 	limiter   *rate.Limiter   // owned by the reader: its request rate
 	ctx       context.Context // the stream's context (peer, certificates)
+	stamper   wire.Stamper
+
+	// batch is the writer's reusable list of stamped messages (writer
+	// goroutine only; see flush).
+	batch []outgoing
 
 	mu sync.Mutex
 	// Written once by the reader (first request) under mu; the reader reads
@@ -49,8 +53,9 @@ type streamBase struct {
 }
 
 func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) streamBase {
+	id := srv.nextID.Add(1)
 	return streamBase{
-		id:        srv.nextID.Add(1),
+		id:        id,
 		srv:       srv,
 		fixedType: fixedType,
 		variant:   variant,
@@ -59,6 +64,7 @@ func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) 
 		wake:      dedup.NewSignal(),
 		closing:   make(chan struct{}),
 		ctx:       ctx,
+		stamper:   wire.NewStamper(id),
 		limiter:   rate.NewLimiter(rate.Limit(srv.opts.RequestsPerSecond), srv.opts.RequestBurst),
 	}
 }
@@ -220,15 +226,15 @@ func (b *streamBase) checkNames(field string, names []string) error {
 	return nil
 }
 
-// stampLocked assigns the next nonce and wraps body for the wire, counting
-// it as a push of typeURL. Called with mu held.
-func (b *streamBase) stampLocked(body []byte, typeURL string) (*wire.Stamped, string) {
+// stampLocked assigns the next nonce and stamps it on body for the wire,
+// counting it as a push of typeURL. Called with mu held; it allocates
+// nothing.
+func (b *streamBase) stampLocked(body wire.Body, typeURL string) (wire.Stamped, uint64) {
 	b.nonce++
-	nonce := strconv.FormatUint(b.nonce, 36)
-	m := &wire.Stamped{Body: body, Suffix: wire.NonceSuffix(nonce)}
+	m := b.stamper.Stamp(body, b.nonce)
 	b.bytes += int64(m.Len())
 	b.srv.metrics.Pushed(b.variant, typeURL, m.Len())
-	return m, nonce
+	return m, b.nonce
 }
 
 // settle returns e's response as the one an outgoing message settles, if
@@ -243,25 +249,29 @@ func settle[S comparable](e queued[S]) *shard.Response {
 // outgoing is a stamped message and the tracked response it delivers (nil
 // if none), which is settled once written.
 type outgoing struct {
-	m       *wire.Stamped
+	m       wire.Stamped
 	settles *shard.Response
 }
 
 // flush writes what collect stamps, in order, until nothing is left
 // (writer goroutine; collect takes the lock, sending happens without it).
-func flush(collect func() []outgoing, send func(any) error) error {
+// collect appends to the batch it is given, which flush reuses: gRPC's
+// SendMsg has encoded a message (the buffers, not copies) when it returns.
+func flush(b *streamBase, collect func([]outgoing) []outgoing, send func(any) error) error {
 	for {
-		batch := collect()
-		if len(batch) == 0 {
+		b.batch = collect(b.batch[:0])
+		if len(b.batch) == 0 {
 			return nil
 		}
-		for _, o := range batch {
-			if err := send(o.m); err != nil {
+		for i := range b.batch {
+			o := &b.batch[i]
+			if err := send(&o.m); err != nil {
 				return err
 			}
 			if o.settles != nil {
 				o.settles.FanoutStep()
 			}
+			*o = outgoing{} // nothing of a written message stays reachable
 		}
 	}
 }

@@ -23,7 +23,7 @@ type typeSub struct {
 	explicitSeen bool         // legacy wildcard no longer available
 	shard        *shard.Shard // nil when subscribed to nothing
 
-	nonce       string // last nonce sent for this type; "" before the first
+	nonce       uint64 // last nonce sent for this type; 0 before the first
 	sentVersion string // version of the last response sent (or known held)
 	force       bool   // send the shard's response even if sentVersion matches
 

@@ -341,7 +341,7 @@ func (c *Class) Status() []TypeStatus {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}
 				if r := s.Current(); r != nil {
-					ss.Version, ss.Resources, ss.Bytes = r.Version, len(r.Names), len(r.Body)
+					ss.Version, ss.Resources, ss.Bytes = r.Version, len(r.Names), r.Body.Len()
 				}
 				ts.Shards = append(ts.Shards, ss)
 			}

@@ -44,7 +44,7 @@ type Response struct {
 	TypeURL   string
 	Version   string      // the content hash, as clients see it
 	Sum       uint64      // identity of this shard version: the content hash, plus any Unknown names
-	Body      []byte      // SotW DiscoveryResponse without nonce (see wire.BodyBuilder)
+	Body      wire.Body   // SotW DiscoveryResponse without nonce (see wire.BodyBuilder)
 	Names     []string    // names of the resources, sorted
 	Resources []*Resource // the resources, in Names order
 	// AbsenceKnown: the source sends this type's complete state, so a name
@@ -66,9 +66,9 @@ type Response struct {
 	Changed []*Resource
 	Removed []string // only when AbsenceKnown
 
-	deltaBody atomic.Pointer[[]byte]
-	deltaFull atomic.Pointer[[]byte]
-	wrapped   atomic.Pointer[[]byte]
+	deltaBody atomic.Pointer[wire.Body]
+	deltaFull atomic.Pointer[wire.Body]
+	wrapped   atomic.Pointer[wire.Body]
 
 	fanout atomic.Pointer[fanout] // set when watchers are told of this version
 }
@@ -101,14 +101,14 @@ func (r *Response) FanoutStep() {
 // xds.config.supports-resource-in-sotw: resources with a TTL are wrapped in
 // envoy.service.discovery.v3.Resource so the TTL reaches them. It is Body
 // when no resource has a TTL; otherwise built on first use and shared.
-func (r *Response) WrappedBody() []byte {
+func (r *Response) WrappedBody() wire.Body {
 	if !r.HasTTL {
 		return r.Body
 	}
 	if p := r.wrapped.Load(); p != nil {
 		return *p
 	}
-	bb := wire.NewBodyBuilder(r.Version, len(r.Body)+64*len(r.Resources))
+	bb := wire.NewBodyBuilder(r.Version, r.Body.Len()+64*len(r.Resources))
 	for _, res := range r.Resources {
 		if res.TTL != nil {
 			bb.AddResource(wire.WrappedAny(res.Name, res.Any, res.TTL))
@@ -116,7 +116,7 @@ func (r *Response) WrappedBody() []byte {
 			bb.AddResource(res.Any)
 		}
 	}
-	b := bb.Finish(r.TypeURL)
+	b := wire.NewBody(bb.Finish(r.TypeURL))
 	r.wrapped.Store(&b)
 	return b
 }
@@ -128,12 +128,12 @@ type Heartbeat struct {
 	Resources []*Resource
 	TTLs      [][]byte // the refreshed TTL of each resource
 
-	sotw, delta atomic.Pointer[[]byte]
+	sotw, delta atomic.Pointer[wire.Body]
 }
 
 // SotWBody is the heartbeat as a SotW response (Resource wrappers without a
 // resource, at the current version), encoded once.
-func (h *Heartbeat) SotWBody() []byte {
+func (h *Heartbeat) SotWBody() wire.Body {
 	if p := h.sotw.Load(); p != nil {
 		return *p
 	}
@@ -141,14 +141,14 @@ func (h *Heartbeat) SotWBody() []byte {
 	for i, r := range h.Resources {
 		bb.AddResource(wire.WrappedAny(r.Name, nil, h.TTLs[i]))
 	}
-	b := bb.Finish(h.Response.TypeURL)
+	b := wire.NewBody(bb.Finish(h.Response.TypeURL))
 	h.sotw.Store(&b)
 	return b
 }
 
 // DeltaBody is the heartbeat as a delta response (Resources with name,
 // version and TTL, without a resource), encoded once.
-func (h *Heartbeat) DeltaBody() []byte {
+func (h *Heartbeat) DeltaBody() wire.Body {
 	if p := h.delta.Load(); p != nil {
 		return *p
 	}
@@ -156,7 +156,7 @@ func (h *Heartbeat) DeltaBody() []byte {
 	for i, r := range h.Resources {
 		db.AddEntry(wire.DeltaEntry(r.Name, r.Version(), r.Aliases, nil, h.TTLs[i]))
 	}
-	b := db.Finish(h.Response.TypeURL)
+	b := wire.NewBody(db.Finish(h.Response.TypeURL))
 	h.delta.Store(&b)
 	return b
 }
@@ -192,7 +192,7 @@ func (r *Response) Lookup(name string) (*Resource, bool) {
 // DeltaBody is the nonce-less DeltaDiscoveryResponse carrying the change from
 // the previous version (HasPrev must be true): built on first use, then
 // shared by every delta stream that held the previous version.
-func (r *Response) DeltaBody() []byte {
+func (r *Response) DeltaBody() wire.Body {
 	if p := r.deltaBody.Load(); p != nil {
 		return *p
 	}
@@ -204,7 +204,7 @@ func (r *Response) DeltaBody() []byte {
 // DeltaFullBody is the nonce-less DeltaDiscoveryResponse carrying every
 // resource of this version: built on first use, then shared by every delta
 // stream that starts from nothing (a reconnect storm encodes it once).
-func (r *Response) DeltaFullBody() []byte {
+func (r *Response) DeltaFullBody() wire.Body {
 	if p := r.deltaFull.Load(); p != nil {
 		return *p
 	}
@@ -215,7 +215,7 @@ func (r *Response) DeltaFullBody() []byte {
 
 // EncodeDelta builds a nonce-less DeltaDiscoveryResponse from resources'
 // shared entries and removed names.
-func EncodeDelta(typeURL, systemVersion string, changed []*Resource, removed []string) []byte {
+func EncodeDelta(typeURL, systemVersion string, changed []*Resource, removed []string) wire.Body {
 	size := 0
 	entries := make([][]byte, len(changed))
 	for i, res := range changed {
@@ -232,7 +232,7 @@ func EncodeDelta(typeURL, systemVersion string, changed []*Resource, removed []s
 	for _, n := range removed {
 		db.AddRemoved(n)
 	}
-	return db.Finish(typeURL)
+	return wire.NewBody(db.Finish(typeURL))
 }
 
 // Watcher is told when a shard it subscribed to has a new response, and of

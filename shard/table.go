@@ -383,7 +383,7 @@ func (t *table) rebuild(s *Shard) bool {
 		bb.AddResource(r.Any)
 		outNames[i] = r.Name
 	}
-	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: bb.Finish(t.typeURL),
+	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: wire.NewBody(bb.Finish(t.typeURL)),
 		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown, Aliases: aliases}
 	for _, r := range included {
 		next.HasTTL = next.HasTTL || r.TTL != nil

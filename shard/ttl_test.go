@@ -21,10 +21,10 @@ func TestTTLAndHeartbeats(t *testing.T) {
 	other := c.Subscribe(ClusterType, NewSubscription([]string{"y"}, false), w)
 	c.Apply(ClusterType, []*Resource{resTTL("x", "1", "30s"), res("y", "1")}, true)
 	v1 := all.Current()
-	if !v1.HasTTL || string(v1.WrappedBody()) == string(v1.Body) {
+	if !v1.HasTTL || string(v1.WrappedBody().Bytes()) == string(v1.Body.Bytes()) {
 		t.Fatal("a response with a TTL resource has no distinct wrapped body")
 	}
-	if o := other.Current(); o.HasTTL || string(o.WrappedBody()) != string(o.Body) {
+	if o := other.Current(); o.HasTTL || string(o.WrappedBody().Bytes()) != string(o.Body.Bytes()) {
 		t.Fatal("a response without TTLs must wrap nothing")
 	}
 	w.take()
@@ -48,7 +48,7 @@ func TestTTLAndHeartbeats(t *testing.T) {
 	if len(w.beats) != 1 || w.beats[0].Response != v2 || len(w.beats[0].Resources) != 1 || w.beats[0].Resources[0].Name != "x" {
 		t.Fatalf("heartbeats = %+v, want one for x at the current version", w.beats)
 	}
-	if len(w.beats[0].SotWBody()) == 0 || len(w.beats[0].DeltaBody()) == 0 {
+	if w.beats[0].SotWBody().Len() == 0 || w.beats[0].DeltaBody().Len() == 0 {
 		t.Fatal("heartbeat bodies are empty")
 	}
 }

@@ -8,17 +8,6 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// Stamped is a response ready for one stream: a shared, immutable body and
-// the stream's own suffix (its nonce). Neither slice may be modified after it
-// is handed to SendMsg: the transport may still hold it.
-type Stamped struct {
-	Body   []byte
-	Suffix []byte
-}
-
-// Len is the number of bytes the message occupies on the wire.
-func (s *Stamped) Len() int { return len(s.Body) + len(s.Suffix) }
-
 // Raw receives a message's bytes undecoded (see Codec.Unmarshal).
 type Raw struct{ Bytes []byte }
 
@@ -36,9 +25,12 @@ func NewCodec() Codec { return Codec{fallback: encoding.GetCodecV2(proto.Name)} 
 // Marshal implements encoding.CodecV2.
 func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if s, ok := v.(*Stamped); ok {
-		// SliceBuffer's Free is a no-op: the shared body is never returned to a
-		// pool, so any number of in-flight writes may reference it.
-		return mem.BufferSlice{mem.SliceBuffer(s.Body), mem.SliceBuffer(s.Suffix)}, nil
+		// The buffers are already made (see Body and Stamper): the slice
+		// itself is the one allocation, and gRPC frees the suffix once written.
+		if s.Body.buf == nil {
+			return mem.BufferSlice{s.suffix}, nil
+		}
+		return mem.BufferSlice{s.Body.buf, s.suffix}, nil
 	}
 	return c.fallback.Marshal(v)
 }

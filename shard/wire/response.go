@@ -169,7 +169,11 @@ func (bb *BodyBuilder) Finish(typeURL string) []byte {
 // body built by BodyBuilder. Protobuf decoders accept fields in any order, so
 // body+suffix decodes as the full DiscoveryResponse.
 func NonceSuffix(nonce string) []byte {
-	b := make([]byte, 0, len(nonce)+2)
+	return appendNonceField(make([]byte, 0, len(nonce)+2), []byte(nonce))
+}
+
+// appendNonceField appends the nonce field holding nonce to b.
+func appendNonceField(b, nonce []byte) []byte {
 	b = protowire.AppendTag(b, respNonce, protowire.BytesType)
-	return protowire.AppendString(b, nonce)
+	return protowire.AppendBytes(b, nonce)
 }
