@@ -98,6 +98,12 @@ func (s *deltaStream) collect(out []outgoing) []outgoing {
 // are honoured whatever the nonce (spec: the server must honor changes to the
 // subscription state even if the nonce is stale).
 func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
+	if err := noLocators("resource_locators_subscribe", len(req.GetResourceLocatorsSubscribe())); err != nil {
+		return err
+	}
+	if err := noLocators("resource_locators_unsubscribe", len(req.GetResourceLocatorsUnsubscribe())); err != nil {
+		return err
+	}
 	typeURL, err := s.admitRequest(req.GetTypeUrl(), req.GetNode(),
 		nameList{"resource_names_subscribe", req.GetResourceNamesSubscribe()},
 		nameList{"resource_names_unsubscribe", req.GetResourceNamesUnsubscribe()})

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"strings"
 	"testing"
 
@@ -156,16 +157,19 @@ func TestDeltaBadRequests(t *testing.T) {
 		service string // "" for ADS
 		reqs    []*deltaRequest
 		field   string
+		code    codes.Code
 	}{
-		{"no node", "", []*deltaRequest{{TypeUrl: ClusterType}}, "node"},
-		{"no node per-type", EndpointType, []*deltaRequest{{ResourceNamesSubscribe: []string{"A"}}}, "node"},
-		{"no node VHDS", VirtualHostType, []*deltaRequest{{ResourceNamesSubscribe: []string{"A"}}}, "node"},
-		{"ADS without type_url", "", []*deltaRequest{{Node: h.node}}, "type_url"},
-		{"ADS without type_url later", "", []*deltaRequest{{Node: h.node, TypeUrl: ClusterType}, {}}, "type_url"},
-		{"mismatched type_url", ClusterType, []*deltaRequest{{Node: h.node, TypeUrl: EndpointType}}, "type_url"},
-		{"empty name", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"A", ""}}}, "resource_names_subscribe[1]"},
-		{"empty name later", RouteType, []*deltaRequest{{Node: h.node, ResourceNamesSubscribe: []string{"A"}}, {ResourceNamesSubscribe: []string{""}}}, "resource_names_subscribe[0]"},
-		{"empty unsubscribe", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{""}}}, "resource_names_unsubscribe[0]"},
+		{"no node", "", []*deltaRequest{{TypeUrl: ClusterType}}, "node", codes.InvalidArgument},
+		{"no node per-type", EndpointType, []*deltaRequest{{ResourceNamesSubscribe: []string{"A"}}}, "node", codes.InvalidArgument},
+		{"no node VHDS", VirtualHostType, []*deltaRequest{{ResourceNamesSubscribe: []string{"A"}}}, "node", codes.InvalidArgument},
+		{"ADS without type_url", "", []*deltaRequest{{Node: h.node}}, "type_url", codes.InvalidArgument},
+		{"ADS without type_url later", "", []*deltaRequest{{Node: h.node, TypeUrl: ClusterType}, {}}, "type_url", codes.InvalidArgument},
+		{"mismatched type_url", ClusterType, []*deltaRequest{{Node: h.node, TypeUrl: EndpointType}}, "type_url", codes.InvalidArgument},
+		{"empty name", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"A", ""}}}, "resource_names_subscribe[1]", codes.InvalidArgument},
+		{"empty name later", RouteType, []*deltaRequest{{Node: h.node, ResourceNamesSubscribe: []string{"A"}}, {ResourceNamesSubscribe: []string{""}}}, "resource_names_subscribe[0]", codes.InvalidArgument},
+		{"empty unsubscribe", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{""}}}, "resource_names_unsubscribe[0]", codes.InvalidArgument},
+		{"locators subscribe", "", []*deltaRequest{{Node: h.node, TypeUrl: ClusterType, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{{Name: "A"}}}}, "resource_locators_subscribe", codes.Unimplemented},
+		{"locators unsubscribe later", ClusterType, []*deltaRequest{{Node: h.node}, {ResourceLocatorsUnsubscribe: []*discoveryv3.ResourceLocator{{Name: "A"}}}}, "resource_locators_unsubscribe", codes.Unimplemented},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,8 +178,8 @@ func TestDeltaBadRequests(t *testing.T) {
 				_ = c.s.Send(r) // a later send may already see the stream fail
 			}
 			err := c.recvError()
-			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.field) {
-				t.Fatalf("got %v, want InvalidArgument naming %q", err, tc.field)
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.field) {
+				t.Fatalf("got %v, want %v naming %q", err, tc.code, tc.field)
 			}
 		})
 	}

@@ -65,7 +65,7 @@ func disconnectReason(err error) string {
 	switch status.Code(err) {
 	case codes.Canceled, codes.DeadlineExceeded:
 		return ReasonClientClosed
-	case codes.InvalidArgument:
+	case codes.InvalidArgument, codes.Unimplemented: // a request the relay cannot serve
 		return ReasonInvalidRequest
 	case codes.ResourceExhausted:
 		return ReasonLimit

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"strings"
 	"testing"
 
@@ -114,6 +115,8 @@ func TestBadRequests(t *testing.T) {
 		{"mismatched type_url later", EndpointType, []*request{{Node: h.node, ResourceNames: []string{"A"}}, {TypeUrl: ClusterType}}, codes.InvalidArgument, "type_url"},
 		{"empty name", "", []*request{{Node: h.node, TypeUrl: EndpointType, ResourceNames: []string{"A", ""}}}, codes.InvalidArgument, "resource_names[1]"},
 		{"empty name later", ClusterType, []*request{{Node: h.node}, {ResourceNames: []string{""}}}, codes.InvalidArgument, "resource_names[0]"},
+		// A locator-only request would otherwise read as a wildcard.
+		{"resource locators", "", []*request{{Node: h.node, TypeUrl: ClusterType, ResourceLocators: []*discoveryv3.ResourceLocator{{Name: "A"}}}}, codes.Unimplemented, "resource_locators"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -95,6 +95,9 @@ func (s *sotwStream) collect(out []outgoing) []outgoing {
 
 // handle applies one request (reader goroutine only).
 func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
+	if err := noLocators("resource_locators", len(req.GetResourceLocators())); err != nil {
+		return err
+	}
 	typeURL, err := s.admitRequest(req.GetTypeUrl(), req.GetNode(), nameList{"resource_names", req.GetResourceNames()})
 	if err != nil {
 		return err

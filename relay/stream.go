@@ -176,6 +176,16 @@ func (b *streamBase) requestType(typeURL string) (string, error) {
 	return typeURL, nil
 }
 
+// noLocators refuses a request that subscribes by resource locators (xDS-TP
+// dynamic parameters), which the relay does not implement: ignoring them
+// would read a locator-only request as a wildcard subscription.
+func noLocators(field string, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return status.Errorf(codes.Unimplemented, "%s: resource locators (dynamic parameters) are not supported by xds-relay; subscribe by resource names", field)
+}
+
 // nameList is one list of resource names of a request, and its field name.
 type nameList struct {
 	field string
