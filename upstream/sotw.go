@@ -59,12 +59,7 @@ func (ss *session) syncInterest() error {
 			}
 			ts = &typeState{}
 			ss.types[typeURL] = ts
-		} else if ts.sub.Equal(want) {
-			continue
-		} else if want.Empty() && !ts.explicit {
-			// Only a legacy wildcard was ever sent: an empty request would
-			// still mean "everything", so keep the subscription (and the data
-			// warm) until the stream restarts.
+		} else if ts.sub.Equal(ts.asked(want)) {
 			continue
 		}
 		if err := ss.send(typeURL, ts, want, "", nil); err != nil {
@@ -74,9 +69,22 @@ func (ss *session) syncInterest() error {
 	return nil
 }
 
-// send writes one request for typeURL subscribing to want, carrying the last
-// ACKed version and, for an ACK or NACK, the response's nonce.
+// asked is the subscription a request for want asks for: want, except that
+// once only a legacy wildcard was sent, an empty request would still mean
+// "everything", so the subscription (and the class's data) stay as they are
+// until the stream restarts.
+func (ts *typeState) asked(want shard.Subscription) shard.Subscription {
+	if want.Empty() && !ts.explicit && ts.sub.Wildcard {
+		return ts.sub
+	}
+	return want
+}
+
+// send writes one request for typeURL subscribing to want (see asked),
+// carrying the last ACKed version and, for an ACK or NACK, the response's
+// nonce.
 func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, nonce string, nack *status.Status) error {
+	want = ts.asked(want)
 	req := &discoverygrpc.DiscoveryRequest{
 		TypeUrl:       typeURL,
 		VersionInfo:   ss.versions[typeURL],

@@ -1,0 +1,62 @@
+package app_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// A class's every client leaves; the configuration changes meanwhile; a
+// client that then subscribes gets the current state. Found by the bench's
+// slow-client run: the relay keeps a legacy wildcard subscription upstream
+// when its last client leaves (an empty request would still mean
+// "everything"), but its ACKs recorded the empty interest as what was asked,
+// so the class dropped the pushed state and then waited for an answer to
+// a re-request that go-control-plane, at an unchanged version, never gives:
+// the next client was served nothing until the next change. Both downstream
+// wildcard forms (the relay asks upstream with the legacy form either way).
+func TestE2EResubscribeAfterIdleGetsCurrentState(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		names []string
+	}{{"legacy wildcard", nil}, {"explicit wildcard", []string{"*"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			m := startMgmt(t, "127.0.0.1:0")
+			m.Set(t, "class-a", "v0", clusters("c0"))
+			r := startRelay(t, m.Addr)
+
+			first := dialADS(t, ctx, r.Addr(), "first", "class-a")
+			first.Subscribe(cdsType, tc.names...)
+			if got := clusterNames(t, first.Next(5*time.Second)); !slices.Equal(got, []string{"c0"}) {
+				t.Fatalf("first client got %v", got)
+			}
+			first.Close()
+			eventually(t, ctx, "the class to have no subscriber", func() bool {
+				var shards map[string][]struct {
+					TypeURL string `json:"type_url"`
+					Shards  []any  `json:"shards"`
+				}
+				getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/shards", &shards)
+				return len(shards["class-a"]) == 1 && len(shards["class-a"][0].Shards) == 0
+			})
+			m.Set(t, "class-a", "v1", clusters("c0", "c1"))
+			// The upstream may have pushed v1 (legacy wildcard) or not
+			// (unsubscribed): either way the next client gets v1's state.
+			time.Sleep(200 * time.Millisecond)
+
+			late := dialADS(t, ctx, r.Addr(), "late", "class-a")
+			late.Subscribe(cdsType, tc.names...)
+			var got []string
+			deadline := time.Now().Add(10 * time.Second)
+			for !slices.Equal(got, []string{"c0", "c1"}) && time.Now().Before(deadline) {
+				if resp, err := late.next(time.Until(deadline)); err == nil {
+					got = clusterNamesOf(resp)
+				}
+			}
+			if !slices.Equal(got, []string{"c0", "c1"}) {
+				t.Fatalf("a client subscribing after the change holds %v, want [c0 c1]", got)
+			}
+		})
+	}
+}
