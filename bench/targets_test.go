@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// encodeState's delta diff holds exactly the clusters that changed.
+func TestEncodeStateDiff(t *testing.T) {
+	v1, err := encodeState(20, -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := encodeState(20, 3, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want int
+	}{{"v1 diff", v1.deltaDiff, 20}, {"v2 full", v2.deltaFull, 20}, {"v2 diff", v2.deltaDiff, 1}} {
+		resp, err := wire.ParseDeltaResponse(tc.body)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := len(resp.Resources); got != tc.want {
+			t.Errorf("%s: %d resources, want %d", tc.name, got, tc.want)
+		}
+	}
+	s1, err := wire.ParseResponse(v1.sotw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := wire.ParseResponse(v2.sotw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s2.Resources) != 20 || s1.VersionInfo == s2.VersionInfo {
+		t.Errorf("SotW v2: %d resources, versions %q and %q: want 20 and a new version", len(s2.Resources), s1.VersionInfo, s2.VersionInfo)
+	}
+}
+
+// A delta stream that has not sent the previous diff yet gets every
+// resource, not only the newest diff; a SotW stream gets the latest state.
+func TestBroadcasterSupersedes(t *testing.T) {
+	v1, _ := encodeState(5, -1, nil)
+	v2, _ := encodeState(5, 0, v1)
+	v3, _ := encodeState(5, 1, v2)
+	b := newBroadcaster()
+	b.publish(v1)
+	sotw, delta := b.subscribe(false), b.subscribe(true)
+	if got := <-delta.next; string(got) != string(v1.deltaFull) {
+		t.Fatal("a new delta stream is not given the full state")
+	}
+	b.publish(v2)
+	b.publish(v3) // delta's v2 diff is unsent: superseded by v3's full state
+	if got := <-delta.next; string(got) != string(v3.deltaFull) {
+		t.Error("an unsent delta diff was replaced by a diff, losing a change")
+	}
+	if got := <-sotw.next; string(got) != string(v3.sotw) {
+		t.Error("the SotW stream's slot does not hold the latest state")
+	}
+	if n := b.subscribed(); n != 2 {
+		t.Errorf("subscribed = %d, want 2", n)
+	}
+}
