@@ -115,8 +115,7 @@ type tcpClient struct {
 // startTCPClient connects client id to addr from src and reports a receipt
 // for every whole frame received, parsed like a gRPC client's response.
 func startTCPClient(ctx context.Context, addr string, src net.IP, id int, delta bool, out chan<- Receipt) (*tcpClient, error) {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 30 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := loopbackDialer(src).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp client %d: %w", id, err)
 	}

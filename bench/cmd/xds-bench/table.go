@@ -47,7 +47,7 @@ func writeTable(w io.Writer, results []*bench.FanoutResult) error {
 		limit := byKey[key{r.Clients, bench.TargetLimit}]
 		row := []string{fmt.Sprint(r.Clients), label(r), ms(r.First), ms(r.P50), ms(r.P99), ms(r.Last),
 			ratio(r.Last, limit, func(l *bench.FanoutResult) time.Duration { return l.Last }),
-			fmt.Sprintf("%.2fs", r.ServerCPU.Seconds()),
+			ms(r.ServerCPU),
 			ratio(r.ServerCPU, limit, func(l *bench.FanoutResult) time.Duration { return l.ServerCPU })}
 		for _, d := range directs {
 			row = append(row, inverse(r.ServerCPU, byKey[key{r.Clients, d}]))
