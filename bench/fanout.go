@@ -65,7 +65,7 @@ type Progress interface {
 // are the measured child process's: the relay, or the target's own server.
 type FanoutResult struct {
 	Target         string        `json:"target"`
-	Cache          string        `json:"cache"`
+	Cache          string        `json:"cache"`   // relay and direct; empty for limit and tcp
 	Clients        int           `json:"clients"` // streams
 	StreamsPerConn int           `json:"streams_per_conn"`
 	Service        string        `json:"service"` // ads or cds; empty for tcp
@@ -223,12 +223,15 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	service := cfg.Service
+	cache, service := cfg.Cache, cfg.Service
+	if cfg.Target == TargetLimit || cfg.Target == TargetTCP {
+		cache = "" // no control plane
+	}
 	if cfg.Target == TargetTCP {
 		service = ""
 	}
 	return &FanoutResult{
-		Target: cfg.Target, Cache: cfg.Cache,
+		Target: cfg.Target, Cache: cache,
 		Clients: cfg.Clients, StreamsPerConn: cfg.StreamsPerConn, Service: service,
 		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta,
 		ResponseBytes: got[0].Bytes, BytesTotal: total,
