@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"bufio"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -64,5 +67,44 @@ func TestBroadcasterSupersedes(t *testing.T) {
 	}
 	if n := b.subscribed(); n != 2 {
 		t.Errorf("subscribed = %d, want 2", n)
+	}
+}
+
+// The child protocol, in process: the server announces its address, answers
+// commands, reports errors as replies, and ends when its input closes.
+func TestServeProtocol(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve([]string{ServeLimit, "--clusters", "3"}, inR, outW)
+		outW.Close()
+	}()
+	lines := bufio.NewScanner(outR)
+	next := func() string {
+		if !lines.Scan() {
+			t.Fatalf("no line: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	if got := next(); !strings.HasPrefix(got, "listening 127.0.0.1:") {
+		t.Fatalf("first line %q, want listening 127.0.0.1:PORT", got)
+	}
+	for _, tc := range []struct{ command, want string }{
+		{"set v1 -1", "ok"},
+		{"counts", "counts 0 0"},
+		{"set v2 x", `error strconv.Atoi: parsing "x": invalid syntax`},
+		{"reload", `error unknown command "reload"`},
+	} {
+		if _, err := io.WriteString(inW, tc.command+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(); got != tc.want {
+			t.Errorf("%s: reply %q, want %q", tc.command, got, tc.want)
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after its input closed: %v", err)
 	}
 }

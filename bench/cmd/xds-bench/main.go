@@ -96,7 +96,7 @@ func main() {
 		}
 	}
 
-	var results []*bench.FanoutResult
+	results := []*bench.FanoutResult{} // JSON: [] rather than null
 	failed := false
 	for _, n := range ns {
 		for _, spec := range specs {
