@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -71,6 +72,9 @@ type childProc struct {
 func startProc(bin string, args []string, stdin io.Reader, stdout, stderr io.Writer) (*childProc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// A server must not outlive the bench: killed if the bench dies (the
+	// serve children also end on stdin EOF; the relay has no such link).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
