@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,6 +18,12 @@ import (
 // ClusterType is the CDS type URL.
 const ClusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 
+// Services the clients can subscribe through.
+const (
+	ServiceADS = "ads" // AggregatedDiscoveryService
+	ServiceCDS = "cds" // ClusterDiscoveryService (per type)
+)
+
 // Receipt is one response a client received.
 type Receipt struct {
 	Client    int
@@ -26,102 +33,145 @@ type Receipt struct {
 	At        time.Time
 }
 
-// Client is a raw ADS client (SotW or delta) with a wildcard CDS
-// subscription; it ACKs every response and reports it.
-type Client struct {
-	conn *grpc.ClientConn
-	done chan error
+// ClientOptions say how the gRPC clients talk: protocol and service.
+type ClientOptions struct {
+	Delta   bool   // incremental xDS instead of state of the world
+	Service string // ServiceADS or ServiceCDS
 }
 
-// StartClient connects client id of class to addr from the loopback source
-// address src (nil: any) and streams receipts until ctx ends. With delta, the
-// client speaks incremental ADS (a legacy wildcard CDS subscription).
-func StartClient(ctx context.Context, addr string, src net.IP, id int, class string, delta bool, out chan<- Receipt) (*Client, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+// Conn is one gRPC connection carrying raw xDS streams (SotW or delta, over
+// ADS or the CDS service), each with a wildcard CDS subscription; every
+// stream ACKs each response and reports it.
+type Conn struct {
+	conn    *grpc.ClientConn
+	streams int
+	done    chan error // one value per started stream
+}
+
+// Dial connects to addr from the loopback source address src (nil: any) and
+// opens one stream per entry of ids, stream ids[i] presenting the node class
+// classes[i]. Receipts go to out until ctx ends.
+func Dial(ctx context.Context, addr string, src net.IP, opts ClientOptions, ids []int, classes []string, out chan<- Receipt) (*Conn, error) {
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if src != nil {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+		d := loopbackDialer(src)
+		dial = append(dial, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", a)
 		}))
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{conn: conn, done: make(chan error, 1)}
-	node := &corev3.Node{Id: fmt.Sprintf("bench-client-%d", id), Cluster: class}
-	ads := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
-	// Responses are read raw and only their envelope parsed: the bench
-	// measures the relay, not protobuf decoding in the clients.
-	raw := grpc.ForceCodecV2(wire.NewCodec())
-	var loop func() error
-	if delta {
-		stream, err := ads.DeltaAggregatedResources(ctx, raw)
+	c := &Conn{conn: conn, done: make(chan error, len(ids))}
+	for i, id := range ids {
+		loop, err := openStream(ctx, conn, opts, id, classes[i], out)
 		if err != nil {
-			conn.Close()
+			c.Close()
 			return nil, fmt.Errorf("client %d: %w", id, err)
 		}
-		if err := stream.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		loop = func() error {
-			var m wire.Raw
-			if err := stream.RecvMsg(&m); err != nil {
-				return err
+		c.streams++
+		go func() {
+			for {
+				if err := loop(); err != nil {
+					c.done <- err
+					return
+				}
 			}
-			at := time.Now()
-			resp, err := wire.ParseDeltaResponse(m.Bytes)
-			if err != nil {
-				return err
-			}
-			c.report(ctx, out, Receipt{Client: id, Version: resp.SystemVersionInfo, Resources: len(resp.Resources), Bytes: len(m.Bytes), At: at})
-			return stream.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: resp.Nonce})
-		}
-	} else {
-		stream, err := ads.StreamAggregatedResources(ctx, raw)
-		if err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("client %d: %w", id, err)
-		}
-		if err := stream.Send(&discoverygrpc.DiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		loop = func() error {
-			var m wire.Raw
-			if err := stream.RecvMsg(&m); err != nil {
-				return err
-			}
-			at := time.Now()
-			resp, err := wire.ParseResponse(m.Bytes)
-			if err != nil {
-				return err
-			}
-			c.report(ctx, out, Receipt{Client: id, Version: resp.VersionInfo, Resources: len(resp.Resources), Bytes: len(m.Bytes), At: at})
-			return stream.Send(&discoverygrpc.DiscoveryRequest{TypeUrl: ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce})
-		}
+		}()
 	}
-	go func() {
-		for {
-			if err := loop(); err != nil {
-				c.done <- err
-				return
-			}
-		}
-	}()
 	return c, nil
 }
 
-func (c *Client) report(ctx context.Context, out chan<- Receipt, r Receipt) {
+// openStream opens stream id and sends its subscription; the returned
+// function receives, reports and ACKs one response.
+func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, id int, class string, out chan<- Receipt) (func() error, error) {
+	node := &corev3.Node{Id: fmt.Sprintf("bench-client-%d", id), Cluster: class}
+	// Responses are read raw and only their envelope parsed: the bench
+	// measures the server, not protobuf decoding in the clients.
+	raw := grpc.ForceCodecV2(wire.NewCodec())
+	ads := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
+	cds := clusterservice.NewClusterDiscoveryServiceClient(conn)
+	recv := func(st grpc.ClientStream) (Receipt, string, error) {
+		var m wire.Raw
+		if err := st.RecvMsg(&m); err != nil {
+			return Receipt{}, "", err
+		}
+		at := time.Now()
+		r, nonce, err := parseReceipt(m.Bytes, opts.Delta)
+		r.Client, r.At = id, at
+		return r, nonce, err
+	}
+	if opts.Delta {
+		open := ads.DeltaAggregatedResources
+		if opts.Service == ServiceCDS {
+			open = cds.DeltaClusters
+		}
+		st, err := open(ctx, raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
+			return nil, err
+		}
+		return func() error {
+			r, nonce, err := recv(st)
+			if err != nil {
+				return err
+			}
+			report(ctx, out, r)
+			return st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: nonce})
+		}, nil
+	}
+	open := ads.StreamAggregatedResources
+	if opts.Service == ServiceCDS {
+		open = cds.StreamClusters
+	}
+	st, err := open(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Send(&discoverygrpc.DiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
+		return nil, err
+	}
+	return func() error {
+		r, nonce, err := recv(st)
+		if err != nil {
+			return err
+		}
+		report(ctx, out, r)
+		return st.Send(&discoverygrpc.DiscoveryRequest{TypeUrl: ClusterType, VersionInfo: r.Version, ResponseNonce: nonce})
+	}, nil
+}
+
+// parseReceipt reads a response's envelope: version, resource count, size,
+// and the nonce to ACK.
+func parseReceipt(b []byte, delta bool) (Receipt, string, error) {
+	if delta {
+		resp, err := wire.ParseDeltaResponse(b)
+		if err != nil {
+			return Receipt{}, "", err
+		}
+		return Receipt{Version: resp.SystemVersionInfo, Resources: len(resp.Resources), Bytes: len(b)}, resp.Nonce, nil
+	}
+	resp, err := wire.ParseResponse(b)
+	if err != nil {
+		return Receipt{}, "", err
+	}
+	return Receipt{Version: resp.VersionInfo, Resources: len(resp.Resources), Bytes: len(b)}, resp.Nonce, nil
+}
+
+func report(ctx context.Context, out chan<- Receipt, r Receipt) {
 	select {
 	case out <- r:
 	case <-ctx.Done():
 	}
 }
 
-// Close closes the connection and waits for the receive loop to end.
-func (c *Client) Close() {
+// Close closes the connection and waits for every stream's loop to end.
+func (c *Conn) Close() {
 	c.conn.Close()
-	<-c.done
+	for range c.streams {
+		<-c.done
+	}
 }

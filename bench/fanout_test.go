@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -12,9 +14,50 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+var binDir string
 
-// syncBuffer collects the relay's log for a failure report.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bench-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// binaries builds xds-relay and xds-bench once for the package's tests.
+func binaries(t *testing.T) (relay, benchBin string) {
+	t.Helper()
+	relay, benchBin = filepath.Join(binDir, "xds-relay"), filepath.Join(binDir, "xds-bench")
+	buildOnce.Do(func() {
+		for bin, pkg := range map[string]string{relay: "../cmd/xds-relay", benchBin: "./cmd/xds-bench"} {
+			if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return relay, benchBin
+}
+
+// syncBuffer collects a server's log for a failure report.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -26,60 +69,113 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
-// Smoke run of the fan-out bench (small N, seconds) so the tool never rots:
-// the relay binary is built and measured as in a real run.
-func TestFanoutSmoke(t *testing.T) {
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Smoke runs of every target (small N, seconds) so the tool never rots: the
+// servers are child processes built and measured as in a real run. RunFanout
+// itself fails unless every client received v1 and then v2, once each, with
+// the expected number of resources.
+func TestFanoutTargets(t *testing.T) {
+	const clients, classes, clusters = 30, 2, 40
 	for _, tc := range []struct {
-		name                 string
-		delta, upstreamDelta bool
-	}{{"sotw", false, false}, {"delta", true, false}, {"delta-upstream-delta", true, true}, {"sotw-upstream-delta", false, true}} {
-		t.Run(tc.name, func(t *testing.T) { fanoutSmoke(t, tc.delta, tc.upstreamDelta) })
-	}
-}
-
-func fanoutSmoke(t *testing.T, delta, upstreamDelta bool) {
-	bin := filepath.Join(t.TempDir(), "xds-relay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/xds-relay").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	var relayLog syncBuffer
-	res, err := RunFanout(context.Background(), FanoutConfig{
-		RelayBin: bin, Clients: 40, Classes: 2, Clusters: 50, Delta: delta, UpstreamDelta: upstreamDelta, Timeout: 30 * time.Second,
-		Log: t.Logf, RelayStderr: &relayLog,
-	})
-	if err != nil {
-		t.Fatalf("%v\nrelay log:\n%s", err, relayLog.b.String())
-	}
-	if res.ServerRSSAfter <= 0 {
-		t.Errorf("no relay memory measured: %+v", res)
-	}
-	if res.UpstreamStreams != 2 {
-		t.Errorf("upstream streams = %d, want one per class (2)", res.UpstreamStreams)
-	}
-	// Per class: the subscription and one ACK per version (v1, v2); the last
-	// ACK may not have reached the control plane's counter yet. Anything
-	// that grows with the 40 clients exceeds this.
-	if res.UpstreamRequests < 2*2 || res.UpstreamRequests > 2*3 {
-		t.Errorf("upstream requests = %d, want 4 to 6 whatever the number of clients", res.UpstreamRequests)
-	}
-	if res.Last < res.First {
-		t.Errorf("implausible result %+v", res)
-	}
-}
-
-// The direct target (clients on the control plane itself) over both caches.
-func TestFanoutDirectSmoke(t *testing.T) {
-	for _, c := range []string{"snapshot", "linear"} {
-		for _, delta := range []bool{false, true} {
-			res, err := RunFanout(context.Background(), FanoutConfig{
-				Target: "direct", Cache: c, Clients: 10, Classes: 1, Clusters: 20, Delta: delta, Timeout: 30 * time.Second, Log: t.Logf,
-			})
+		name string
+		cfg  FanoutConfig
+		// upstream streams: one per class through the relay, one per
+		// client stream on every other server.
+		wantStreams int
+	}{
+		{"relay-ads-sotw", FanoutConfig{Target: TargetRelay, StreamsPerConn: 4}, classes},
+		{"relay-cds-sotw", FanoutConfig{Target: TargetRelay, Service: ServiceCDS, StreamsPerConn: 3}, classes},
+		{"relay-ads-delta", FanoutConfig{Target: TargetRelay, Delta: true, StreamsPerConn: 4}, classes},
+		{"relay-cds-delta", FanoutConfig{Target: TargetRelay, Service: ServiceCDS, Delta: true}, classes},
+		{"relay-sotw-upstream-delta", FanoutConfig{Target: TargetRelay, UpstreamDelta: true}, classes},
+		{"relay-delta-upstream-delta", FanoutConfig{Target: TargetRelay, Delta: true, UpstreamDelta: true, StreamsPerConn: 2}, classes},
+		{"limit-ads-sotw", FanoutConfig{Target: TargetLimit, StreamsPerConn: 4}, clients},
+		{"limit-cds-sotw", FanoutConfig{Target: TargetLimit, Service: ServiceCDS, StreamsPerConn: 3}, clients},
+		{"limit-ads-delta", FanoutConfig{Target: TargetLimit, Delta: true, StreamsPerConn: 5}, clients},
+		{"limit-cds-delta", FanoutConfig{Target: TargetLimit, Service: ServiceCDS, Delta: true}, clients},
+		{"tcp-sotw", FanoutConfig{Target: TargetTCP}, clients},
+		{"tcp-delta", FanoutConfig{Target: TargetTCP, Delta: true}, clients},
+		{"direct-snapshot-sotw", FanoutConfig{Target: TargetDirect, Cache: "snapshot", StreamsPerConn: 4}, clients},
+		{"direct-snapshot-delta", FanoutConfig{Target: TargetDirect, Cache: "snapshot", Delta: true}, clients},
+		{"direct-linear-sotw", FanoutConfig{Target: TargetDirect, Cache: "linear", StreamsPerConn: 3}, clients},
+		{"direct-linear-delta", FanoutConfig{Target: TargetDirect, Cache: "linear", Delta: true}, clients},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			relay, benchBin := binaries(t)
+			var serverLog syncBuffer
+			cfg := tc.cfg
+			cfg.RelayBin, cfg.BenchBin = relay, benchBin
+			cfg.Clients, cfg.Classes, cfg.Clusters = clients, classes, clusters
+			cfg.Timeout, cfg.Log, cfg.ServerStderr = 30*time.Second, t.Logf, &serverLog
+			res, err := RunFanout(context.Background(), cfg)
 			if err != nil {
-				t.Fatalf("cache %s delta %v: %v", c, delta, err)
+				t.Fatalf("%v\nserver log:\n%s", err, serverLog.String())
 			}
-			if res.UpstreamStreams != 10 {
-				t.Errorf("cache %s delta %v: %d streams on the control plane, want one per client (10)", c, delta, res.UpstreamStreams)
+			if len(res.Latencies) != clients {
+				t.Errorf("%d latencies, want one per client (%d)", len(res.Latencies), clients)
 			}
+			if res.ServerCPU <= 0 || res.ServerRSSBase <= 0 || res.ServerRSSIdle <= 0 || res.ServerRSSAfter <= 0 {
+				t.Errorf("server not measured: CPU %v, RSS base %d idle %d after %d", res.ServerCPU, res.ServerRSSBase, res.ServerRSSIdle, res.ServerRSSAfter)
+			}
+			if res.UpstreamStreams != tc.wantStreams {
+				t.Errorf("streams on the control plane or server = %d, want %d", res.UpstreamStreams, tc.wantStreams)
+			}
+			// Every client received the update: at least its envelope and
+			// resources (nonces differ in length).
+			if res.BytesTotal < int64(clients*(res.ResponseBytes-8)) {
+				t.Errorf("bytes in all = %d, want about %d × %d", res.BytesTotal, clients, res.ResponseBytes)
+			}
+			if res.StreamsPerConn != max(cfg.StreamsPerConn, 1) {
+				t.Errorf("streams_per_conn = %d, want %d", res.StreamsPerConn, cfg.StreamsPerConn)
+			}
+			if tc.cfg.Target == TargetRelay {
+				// Per class: the subscription and one ACK per version (v1,
+				// v2); the last ACK may not have reached the control plane's
+				// counter yet. Anything that grows with the clients exceeds
+				// this.
+				if res.UpstreamRequests < 2*classes || res.UpstreamRequests > 3*classes {
+					t.Errorf("upstream requests = %d, want 4 to 6 whatever the number of clients", res.UpstreamRequests)
+				}
+			}
+		})
+	}
+}
+
+// The relay and the limit target send responses of the same size: the
+// limit is a floor for the same bytes.
+func TestLimitSendsTheRelaysBytes(t *testing.T) {
+	relay, benchBin := binaries(t)
+	size := map[string]int{}
+	for _, target := range []string{TargetRelay, TargetLimit, TargetTCP} {
+		res, err := RunFanout(context.Background(), FanoutConfig{
+			Target: target, RelayBin: relay, BenchBin: benchBin, Clients: 3, Classes: 1, Clusters: 25,
+			Timeout: 30 * time.Second, Log: t.Logf,
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		size[target] = res.ResponseBytes
+	}
+	if size[TargetLimit] != size[TargetRelay] || size[TargetTCP] != size[TargetRelay] {
+		t.Errorf("response bytes: %v, want the same for every target", size)
+	}
+}
+
+func TestFanoutConfigRejects(t *testing.T) {
+	for _, cfg := range []FanoutConfig{
+		{Target: TargetTCP, StreamsPerConn: 2, Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetDirect, Service: ServiceCDS, Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetLimit, Service: "lds", Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetLimit, Clients: 0, Classes: 1, Clusters: 1},
+		{Target: "nginx", Clients: 1, Classes: 1, Clusters: 1},
+	} {
+		if _, err := RunFanout(context.Background(), cfg); err == nil {
+			t.Errorf("RunFanout(%+v) succeeded, want an error", cfg)
 		}
 	}
 }

@@ -115,20 +115,24 @@ func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server 
 }
 
 // ServerOptions are the grpc.ServerOptions the relay's services need: the
-// zero-copy codec, the handler that turns away xDS v2 clients, and the
-// per-connection buffer sizes of a server holding tens of thousands of
-// mostly idle connections (docs/benchmarks.md, "Memory per stream"):
+// zero-copy codec, the handler that turns away xDS v2 clients, and
+// TransportOptions.
+func ServerOptions() []grpc.ServerOption {
+	return append([]grpc.ServerOption{
+		grpc.ForceServerCodecV2(wire.NewCodec()),
+		grpc.UnknownServiceHandler(unknownMethod),
+	}, TransportOptions()...)
+}
+
+// TransportOptions are the per-connection buffer settings of a server holding
+// tens of thousands of mostly idle connections (docs/benchmarks.md, "Memory
+// per stream"):
 //   - no read buffer: clients send small, rare requests (ACKs), so a read
 //     costs a second syscall now and then instead of 32 KiB per connection;
 //   - a shared write buffer: taken from a pool for a write and returned
 //     after the flush, so an idle connection holds none.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(wire.NewCodec()),
-		grpc.UnknownServiceHandler(unknownMethod),
-		grpc.ReadBufferSize(0),
-		grpc.SharedWriteBuffer(true),
-	}
+func TransportOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ReadBufferSize(0), grpc.SharedWriteBuffer(true)}
 }
 
 // unknownMethod answers any method the relay does not serve; v2 transport

@@ -11,22 +11,11 @@ import (
 	"github.com/xds-relay/xds-relay/bench"
 )
 
-// Run is one measured fan-out run: bench.FanoutResult plus the fields newer
-// benches add. Those are zero when a file predates them; if FanoutResult
-// gains a field of the same JSON name, the field here (shallower) still
-// receives it.
+// Run is one measured fan-out run, as the bench wrote it. Fields a file
+// predates (server_rss_base_bytes, streams_per_conn, service, bytes_total)
+// are zero.
 type Run struct {
 	bench.FanoutResult
-	// ServerRSSBase is the server's RSS before any client connected (0:
-	// unknown).
-	ServerRSSBase int64 `json:"server_rss_base_bytes"`
-	// StreamsPerConn is how many client streams share one connection (0:
-	// unknown, one per connection in benches that predate the field).
-	StreamsPerConn int `json:"streams_per_conn"`
-	// Service is "ads" or "cds" ("": unknown, ADS in older benches).
-	Service string `json:"service"`
-	// BytesTotal is every byte the server wrote to clients in the update.
-	BytesTotal int64 `json:"bytes_total"`
 }
 
 // Load reads and merges the runs of every file, in order. An error names the

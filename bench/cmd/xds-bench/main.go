@@ -1,7 +1,11 @@
-// Command xds-bench measures the relay's fan-out: it runs a go-control-plane
-// upstream, the relay as a child process and N raw ADS clients, pushes one
-// CDS update and reports upstream-send → client-receive times and the
-// relay's CPU and memory. See docs/benchmarks.md.
+// Command xds-bench measures the relay's fan-out against reference servers:
+// it runs N raw xDS clients against a target (the relay in front of a
+// go-control-plane upstream, go-control-plane itself, a bare gRPC server or
+// plain TCP writing the same bytes), each target's server a child process
+// measured from /proc; pushes one CDS update and reports upstream-send →
+// client-receive times and the server's CPU and memory. It sweeps every
+// combination of --clients and --target and prints them side by side. See
+// docs/benchmarks.md.
 package main
 
 import (
@@ -12,68 +16,165 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xds-relay/xds-relay/bench"
 )
 
+const usage = `usage: xds-bench [flags]
+       xds-bench report --out DIR FILE.json... (figures and a summary; see report --help)
+       xds-bench serve controlplane|limit|tcp [--cache C] [--classes N] [--clusters N]
+                 (a measured server, run by xds-bench itself; commands on stdin)
+
+Targets (--target, comma-separated; relay and direct take :snapshot or :linear
+to choose the control plane's cache, default --cache):
+  relay   clients → xds-relay (child process) → go-control-plane (in xds-bench)
+  direct  clients → go-control-plane (child process): what users run without a relay
+  limit   clients → a bare gRPC server (child) writing one pre-encoded response
+          to every stream: the floor for any gRPC relay on this machine
+  tcp     plain TCP clients → a server (child) writing the same bytes as
+          length-prefixed frames: the kernel/loopback floor
+
+Every combination of --clients and --target runs in sequence, each with fresh
+processes; the table at the end gives ratios to limit at the same N.
+
+flags:
+`
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "report" {
 		os.Exit(reportMain(os.Args[2:]))
 	}
-	target := flag.String("target", "relay", "relay: clients → relay (child process) → control plane; direct: clients → control plane")
-	cacheKind := flag.String("cache", "snapshot", "the control plane's go-control-plane cache: snapshot or linear")
-	clients := flag.Int("clients", 1000, "number of ADS clients (wildcard CDS)")
-	classes := flag.Int("classes", 1, "number of node classes the clients are spread over")
-	clusters := flag.Int("clusters", 1000, "clusters in each class's CDS state")
-	delta := flag.Bool("delta", false, "clients speak incremental (delta) ADS instead of state of the world")
-	upstreamDelta := flag.Bool("upstream-delta", false, "the relay speaks incremental (delta) ADS to the control plane")
-	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
-	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
-	jsonOut := flag.String("json", "", "write the raw result as JSON to this file")
-	flag.Parse()
-
-	bin := *relayBin
-	if bin == "" && *target == "relay" {
-		dir, err := os.MkdirTemp("", "xds-bench")
-		if err != nil {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if err := bench.Serve(os.Args[2:], os.Stdin, os.Stdout); err != nil {
 			fail(err)
 		}
-		defer os.RemoveAll(dir)
-		bin = filepath.Join(dir, "xds-relay")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/xds-relay")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fail(fmt.Errorf("building the relay (run from the repository root or pass --relay-bin): %w", err))
-		}
+		return
 	}
-	res, err := bench.RunFanout(context.Background(), bench.FanoutConfig{
-		Target: *target, Cache: *cacheKind, RelayBin: bin, Clients: *clients, Classes: *classes, Clusters: *clusters, Delta: *delta, UpstreamDelta: *upstreamDelta, Timeout: *timeout,
-		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
-	})
+	targets := flag.String("target", "relay", "comma-separated targets: relay, direct, limit, tcp (relay and direct: NAME:snapshot or NAME:linear)")
+	cacheKind := flag.String("cache", "snapshot", "default go-control-plane cache of relay and direct: snapshot or linear")
+	clientList := flag.String("clients", "1000", "comma-separated numbers of client streams (wildcard CDS) to sweep")
+	classes := flag.Int("classes", 1, "number of node classes the clients are spread over")
+	clusters := flag.Int("clusters", 1000, "clusters in each class's CDS state")
+	delta := flag.Bool("delta", false, "clients speak incremental (delta) xDS instead of state of the world")
+	service := flag.String("service", bench.ServiceADS, "gRPC service the clients use: ads (aggregated) or cds (ClusterDiscoveryService); direct serves ads only")
+	perConn := flag.Int("streams-per-conn", 1, "client streams sharing one gRPC connection (tcp: must be 1); the relay allows 100 by default (limits.max_streams_per_connection)")
+	upstreamDelta := flag.Bool("upstream-delta", false, "the relay speaks incremental (delta) ADS to the control plane")
+	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
+	relayConfig := flag.String("relay-config", "", "the relay's --config file (its limits: max_streams 200000, max_streams_per_connection 100 by default)")
+	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
+	jsonOut := flag.String("json", "", "write the results as a JSON array to this file")
+	quiet := flag.Bool("quiet", false, "no progress bars (shown only when stderr is a terminal)")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+
+	ns, err := parseInts(*clientList)
+	if err != nil {
+		fail(fmt.Errorf("--clients: %w", err))
+	}
+	self, err := os.Executable()
 	if err != nil {
 		fail(err)
 	}
+	base := bench.FanoutConfig{
+		BenchBin: self, RelayConfig: *relayConfig,
+		Classes: *classes, Clusters: *clusters, Delta: *delta, Service: *service, StreamsPerConn: *perConn,
+		UpstreamDelta: *upstreamDelta, Timeout: *timeout,
+		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
+	}
+	specs := strings.Split(*targets, ",")
+	for _, s := range specs {
+		if name, _, _ := strings.Cut(s, ":"); name == bench.TargetRelay {
+			bin, cleanup, err := relayBinary(*relayBin)
+			if err != nil {
+				fail(err)
+			}
+			defer cleanup()
+			base.RelayBin = bin
+			break
+		}
+	}
+
+	results := []*bench.FanoutResult{} // JSON: [] rather than null
+	failed := false
+	for _, n := range ns {
+		for _, spec := range specs {
+			cfg := base
+			cfg.Clients = n
+			cfg.Target, cfg.Cache, _ = strings.Cut(spec, ":")
+			if cfg.Cache == "" {
+				cfg.Cache = *cacheKind
+			}
+			cfg.Progress = terminalProgress(*quiet, fmt.Sprintf("%s N=%d", spec, n))
+			res, err := bench.RunFanout(context.Background(), cfg)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "xds-bench: %s N=%d: %v\n", spec, n, err)
+				failed = true
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "xds-bench: %s N=%d: last %v, server CPU %v, RSS idle %.1f MiB\n",
+				label(res), n, res.Last.Round(time.Millisecond), res.ServerCPU, float64(res.ServerRSSIdle)/(1<<20))
+			results = append(results, res)
+		}
+	}
 	proto := "sotw"
-	if res.Delta {
+	if *delta {
 		proto = "delta"
 	}
-	fmt.Printf("target=%s cache=%s clients=%d (%s) classes=%d clusters=%d\n", res.Target, res.Cache, res.Clients, proto, res.Classes, res.Clusters)
-	fmt.Printf("upstream-send → client-receive: first %v  p50 %v  p99 %v  last %v\n",
-		res.First.Round(time.Microsecond), res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), res.Last.Round(time.Microsecond))
-	fmt.Printf("update response: %d bytes per client, %.1f MB in all\n", res.ResponseBytes, float64(res.ResponseBytes)*float64(res.Clients)/1e6)
-	if res.Target == "relay" {
-		fmt.Printf("relay CPU during the update: %v\n", res.ServerCPU)
-		fmt.Printf("relay RSS: %.1f MiB idle (all clients in sync), %.1f MiB after the update\n",
-			float64(res.ServerRSSIdle)/(1<<20), float64(res.ServerRSSAfter)/(1<<20))
+	fmt.Printf("%s clients, service %s, %d per connection; %d classes, %d clusters; one cluster changed\n", proto, *service, *perConn, *classes, *clusters)
+	if err := writeTable(os.Stdout, results); err != nil {
+		fail(err)
 	}
-	fmt.Printf("upstream: %d ADS streams, %d requests\n", res.UpstreamStreams, res.UpstreamRequests)
 	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(res, "", "  ")
+		b, err := json.MarshalIndent(results, "", "  ")
+		if err != nil {
+			fail(err)
+		}
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			fail(err)
 		}
 	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// relayBinary returns bin, or builds ./cmd/xds-relay into a temporary
+// directory that cleanup removes.
+func relayBinary(bin string) (path string, cleanup func(), err error) {
+	if bin != "" {
+		return bin, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "xds-bench")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	bin = filepath.Join(dir, "xds-relay")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/xds-relay")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("building the relay (run from the repository root or pass --relay-bin): %w", err)
+	}
+	return bin, cleanup, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func fail(err error) {

@@ -6,11 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestReportCommand(t *testing.T) {
 	dir := t.TempDir()

@@ -1,0 +1,32 @@
+package bench
+
+import (
+	"net"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// loopbackDialer dials from the source address src (nil: any). The socket
+// is bound with IP_BIND_ADDRESS_NO_PORT, so its port is chosen at connect
+// time for the whole 4-tuple: a source address then serves one
+// ephemeral-port range per server port, and the TIME_WAIT connections a
+// previous run left towards another server port do not exhaust it.
+func loopbackDialer(src net.IP) *net.Dialer {
+	d := &net.Dialer{Timeout: 30 * time.Second}
+	if src == nil {
+		return d
+	}
+	d.LocalAddr = &net.TCPAddr{IP: src}
+	d.Control = func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+	return d
+}

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+
+	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// limitServer is the limit target: a bare gRPC server with ADS and the CDS
+// service that writes one pre-encoded body (plus each stream's nonce, as the
+// relay does) to every open stream and discards what clients send. No
+// protobuf work happens per stream, so it is the floor of any gRPC relay on
+// the machine.
+type limitServer struct {
+	addr     string
+	bc       *broadcaster
+	requests atomic.Int64
+	streamID atomic.Uint64 // numbers streams for their nonce stampers
+	grpcSrv  *grpc.Server
+	done     chan struct{}
+}
+
+func startLimitServer() (*limitServer, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &limitServer{addr: lis.Addr().String(), bc: newBroadcaster(), done: make(chan struct{})}
+	// The relay's transport settings: the floor is what gRPC itself costs
+	// configured as the relay configures it.
+	opts := append(relay.TransportOptions(), grpc.ForceServerCodecV2(wire.NewCodec()), grpc.MaxConcurrentStreams(1<<20))
+	s.grpcSrv = grpc.NewServer(opts...)
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpcSrv, limitADS{s: s})
+	clusterservice.RegisterClusterDiscoveryServiceServer(s.grpcSrv, limitCDS{s: s})
+	go func() {
+		defer close(s.done)
+		_ = s.grpcSrv.Serve(lis)
+	}()
+	return s, nil
+}
+
+func (s *limitServer) Addr() string { return s.addr }
+
+func (s *limitServer) publish(p *payloads) { s.bc.publish(p) }
+
+func (s *limitServer) counts() (streams, requests int) {
+	return s.bc.subscribed(), int(s.requests.Load())
+}
+
+func (s *limitServer) stop() {
+	s.grpcSrv.Stop()
+	<-s.done
+}
+
+// serve runs one stream: after the first request it writes whatever the
+// broadcaster offers, while a reader discards ACKs; either ending ends both.
+func (s *limitServer) serve(st grpc.ServerStream, delta bool) error {
+	var req wire.Raw
+	if err := st.RecvMsg(&req); err != nil {
+		return err
+	}
+	s.requests.Add(1)
+	sub := s.bc.subscribe(delta)
+	defer s.bc.unsubscribe(sub)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			var ack wire.Raw
+			if err := st.RecvMsg(&ack); err != nil {
+				readErr <- err
+				return
+			}
+			s.requests.Add(1)
+		}
+	}()
+	ctx := st.Context()
+	var nonce uint64
+	stamper := wire.NewStamper(s.streamID.Add(1))
+	var m wire.Stamped // reused: SendMsg has encoded it when it returns
+	for {
+		select {
+		case body := <-sub.next:
+			nonce++
+			m = stamper.Stamp(body, nonce)
+			if err := st.SendMsg(&m); err != nil {
+				return err
+			}
+		case err := <-readErr:
+			return err
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+type limitADS struct {
+	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	s *limitServer
+}
+
+func (a limitADS) StreamAggregatedResources(st discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	return a.s.serve(st, false)
+}
+
+func (a limitADS) DeltaAggregatedResources(st discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	return a.s.serve(st, true)
+}
+
+type limitCDS struct {
+	clusterservice.UnimplementedClusterDiscoveryServiceServer
+	s *limitServer
+}
+
+func (c limitCDS) StreamClusters(st clusterservice.ClusterDiscoveryService_StreamClustersServer) error {
+	return c.s.serve(st, false)
+}
+
+func (c limitCDS) DeltaClusters(st clusterservice.ClusterDiscoveryService_DeltaClustersServer) error {
+	return c.s.serve(st, true)
+}
