@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -124,18 +122,12 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		stopClients()
 		clientsDone.Wait()
 	}()
-	deps := newDepCache()
 	res := &SoakResult{Clients: cfg.Clients, Classes: cfg.Classes}
-	for i := range cfg.Clients {
-		// Spread delta clients evenly: client i is delta when the running
-		// count of DeltaShare·(i+1) steps up.
-		delta := int(float64(i+1)*cfg.DeltaShare) > int(float64(i)*cfg.DeltaShare)
-		if delta {
+	s.clients = startProxyClients(clientCtx, &clientsDone, cfg.Clients, classes, cfg.DeltaShare, s.relay.Addr)
+	for _, c := range s.clients {
+		if c.Delta {
 			res.DeltaClients++
 		}
-		c := newProxyClient(i, classes[i%cfg.Classes], delta, s.relay.Addr, net.IPv4(127, 0, byte(1+i/20000), byte(1+i%200)), deps)
-		s.clients = append(s.clients, c)
-		clientsDone.Go(func() { c.run(clientCtx) })
 	}
 	cfg.Log("%d clients (%d delta) over %d classes connecting", cfg.Clients, res.DeltaClients, cfg.Classes)
 	start := time.Now()
@@ -156,7 +148,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		cfg.Log("final convergence: %v", err)
 	}
 	res.FinalSync = time.Since(end)
-	if res.Mismatches, err = s.check(); err != nil {
+	if res.Mismatches, err = checkClients(s.upstream, s.clients); err != nil {
 		return nil, err
 	}
 	res.Duration = time.Since(start)
@@ -169,16 +161,8 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	res.UpstreamStreams = cp.StreamsPerIncarnation()
 	for _, c := range s.clients {
 		res.Responses += c.responses.Load()
-		res.ClientDrops += c.drops.Load()
 	}
-	if res.ClientDrops > 0 {
-		for _, c := range s.clients {
-			if err := c.LastError(); err != nil {
-				cfg.Log("client %d: stream ended: %v", c.ID, err)
-				break
-			}
-		}
-	}
+	res.ClientDrops = countDrops(s.clients, cfg.Log)
 	return res, nil
 }
 
@@ -274,41 +258,8 @@ func (s *soak) restarts(ctx context.Context, res *SoakResult) error {
 	}
 }
 
-// errNotConverged: clients still differ from the upstream at the deadline.
-var errNotConverged = errors.New("clients not converged")
-
-// awaitConvergence waits (ConvergeTimeout at most) until every client's
-// state digest equals its class's expected one, and returns the time from
-// since to the last client's last change.
+// awaitConvergence waits for every client (see awaitConvergence).
 func (s *soak) awaitConvergence(ctx context.Context, since time.Time) (time.Duration, error) {
-	expected, err := s.upstream.Expected()
-	if err != nil {
-		return 0, err
-	}
-	want := make(map[string]uint64, len(expected))
-	for class, st := range expected {
-		want[class] = st.Digest()
-	}
-	deadline := time.Now().Add(s.cfg.ConvergeTimeout)
-	for {
-		behind, last := 0, since.UnixNano()
-		for _, c := range s.clients {
-			if c.digest.Load() != want[c.Class] {
-				behind++
-			} else if at := c.changedAt.Load(); at > last {
-				last = at
-			}
-		}
-		if behind == 0 {
-			return time.Duration(last - since.UnixNano()), nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%w: %d of %d clients differ from the upstream after %v", errNotConverged, behind, len(s.clients), s.cfg.ConvergeTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	last, _, err := awaitConvergence(ctx, s.upstream, s.clients, since, s.cfg.ConvergeTimeout)
+	return last, err
 }

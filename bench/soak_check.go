@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// check compares every client with its class's upstream state: all four
+// checkClients compares every client with its class's upstream state: all four
 // types, names and content, exactly. Route configurations and load
 // assignments are those the class's listeners and clusters name; a client
 // forgets what it unsubscribes (as Envoy does), so the relay's removal
@@ -14,13 +14,13 @@ import (
 // or ClusterLoadAssignment — needs no allowance: such a resource is
 // unsubscribed when its parent goes, and must then be gone from the client.
 // Its RDS and EDS subscriptions must be exactly the names needed.
-func (s *soak) check() ([]string, error) {
-	expected, err := s.upstream.Expected()
+func checkClients(u *Upstream, clients []*ProxyClient) ([]string, error) {
+	expected, err := u.Expected()
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, c := range s.clients {
+	for _, c := range clients {
 		want := expected[c.Class]
 		got, subs := c.State()
 		var problems []string

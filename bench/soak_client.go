@@ -101,10 +101,7 @@ func (c *ProxyClient) Reconnect() {
 
 // session dials a new connection and runs one stream on it.
 func (c *ProxyClient) session(ctx context.Context) error {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: c.src}}
-	conn, err := grpc.NewClient(c.addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(loopbackDialer(c.src)))
 	if err != nil {
 		return err
 	}
