@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -11,10 +9,7 @@ import (
 // Stalled clients are disconnected as slow_client; clients that keep up
 // take every change and none of their streams ends.
 func TestSlowClientsSmoke(t *testing.T) {
-	config := filepath.Join(t.TempDir(), "relay.yaml")
-	if err := os.WriteFile(config, []byte("limits:\n  max_collapses: 2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := shortDrainConfig(t, "limits:\n  max_collapses: 2\n")
 	var relayLog syncBuffer
 	res, err := RunSlow(context.Background(), SlowConfig{
 		RelayBin: buildRelayBinary(t), ConfigFile: config,

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -18,6 +19,18 @@ func buildRelayBinary(t *testing.T) string {
 	return bin
 }
 
+// shortDrainConfig writes a relay configuration with extra lines and a
+// 1 s drain period, so stopping the relay does not wait on clients the
+// relay has not yet seen leave.
+func shortDrainConfig(t *testing.T, extra string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "relay.yaml")
+	if err := os.WriteFile(path, []byte("drain:\n  period: 1s\n"+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // A short soak in CI: churn (with clusters added and removed), client
 // reconnections and upstream restarts together; every client must end with
 // exactly the upstream's state.
@@ -29,7 +42,7 @@ func TestSoakSmoke(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var relayLog syncBuffer
 			res, err := RunSoak(context.Background(), SoakConfig{
-				RelayBin: buildRelayBinary(t), UpstreamDelta: tc.upstreamDelta,
+				RelayBin: buildRelayBinary(t), UpstreamDelta: tc.upstreamDelta, ConfigFile: shortDrainConfig(t, ""),
 				Duration: 4 * time.Second, Clients: 20, Classes: 2, DeltaShare: 0.5,
 				Topology:  Topology{Listeners: 4, Routes: 3, VirtualHosts: 2, Clusters: 10, Endpoints: 3},
 				Churn:     Churn{Pattern: "fraction", Fraction: 0.2, AddRemove: 0.5},

@@ -18,6 +18,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "soak" {
+		os.Exit(soakMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "slow" {
+		os.Exit(slowMain(os.Args[2:]))
+	}
 	target := flag.String("target", "relay", "relay: clients → relay (child process) → control plane; direct: clients → control plane")
 	cacheKind := flag.String("cache", "snapshot", "the control plane's go-control-plane cache: snapshot or linear")
 	clients := flag.Int("clients", 1000, "number of ADS clients (wildcard CDS)")
