@@ -54,10 +54,7 @@ type Conn struct {
 func Dial(ctx context.Context, addr string, src net.IP, opts ClientOptions, ids []int, classes []string, out chan<- Receipt) (*Conn, error) {
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if src != nil {
-		d := loopbackDialer(src)
-		dial = append(dial, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", a)
-		}))
+		dial = append(dial, grpc.WithContextDialer(contextDialer(src)))
 	}
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {

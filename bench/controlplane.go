@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,35 +28,38 @@ func (byCluster) ID(n *corev3.Node) string { return n.GetCluster() }
 // ControlPlane is a go-control-plane ADS server on loopback serving CDS from
 // either cache: "snapshot" (one snapshot per node cluster) or "linear" (one
 // resource set for every node, updated per resource). It counts the ADS
-// streams opened on it.
+// streams opened on it. It can be taken down and brought back on the same
+// address with the same cache (Down, Up), as a restarted control plane that
+// kept its state.
 type ControlPlane struct {
 	Addr string
 
-	kind    string
-	cache   cache.SnapshotCache // kind "snapshot"
-	linear  *cache.LinearCache  // kind "linear"
-	last    map[string]types.Resource
+	// Set at construction, read-only.
+	kind   string
+	cache  cache.SnapshotCache // kind "snapshot"
+	linear *cache.LinearCache  // kind "linear"
+	last   map[string]types.Resource
+
+	// Owned by the caller of Up/Down/Stop (not concurrent with each other).
 	grpcSrv *grpc.Server
 	cancel  context.CancelFunc
-	done    chan struct{}
+	done    chan struct{} // closed when the current incarnation's Serve returned; nil when down
 
-	mu       sync.Mutex
-	streams  int // guarded by mu
-	requests int // guarded by mu
+	mu          sync.Mutex
+	streams     int   // guarded by mu
+	requests    int   // guarded by mu
+	incarnation []int // guarded by mu: ADS streams opened on each incarnation (Up)
 }
 
 // StartControlPlane listens on 127.0.0.1:0 and serves ADS from a cache of
 // kind "snapshot" or "linear".
 func StartControlPlane(kind string) (*ControlPlane, error) {
-	cp := &ControlPlane{kind: kind, done: make(chan struct{})}
-	var c cache.Cache
+	cp := &ControlPlane{kind: kind}
 	switch kind {
 	case "snapshot":
 		cp.cache = cache.NewSnapshotCache(false, byCluster{}, nil)
-		c = cp.cache
 	case "linear":
 		cp.linear = cache.NewLinearCache(resource.ClusterType)
-		c = cp.linear
 	default:
 		return nil, fmt.Errorf("unknown cache %q (want snapshot or linear)", kind)
 	}
@@ -64,13 +68,31 @@ func StartControlPlane(kind string) (*ControlPlane, error) {
 		return nil, err
 	}
 	cp.Addr = lis.Addr().String()
+	cp.serve(lis)
+	return cp, nil
+}
+
+// serve starts an incarnation of the gRPC server on lis, over the cache.
+func (cp *ControlPlane) serve(lis net.Listener) {
+	var c cache.Cache = cp.cache
+	if cp.kind == "linear" {
+		c = cp.linear
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cp.cancel = cancel
+	cp.mu.Lock()
+	cp.incarnation = append(cp.incarnation, 0)
+	inc := len(cp.incarnation) - 1
+	cp.mu.Unlock()
+	opened := func() {
+		cp.mu.Lock()
+		cp.streams++
+		cp.incarnation[inc]++
+		cp.mu.Unlock()
+	}
 	cb := server.CallbackFuncs{
 		StreamOpenFunc: func(context.Context, int64, string) error {
-			cp.mu.Lock()
-			cp.streams++
-			cp.mu.Unlock()
+			opened()
 			return nil
 		},
 		StreamRequestFunc: func(int64, *discoverygrpc.DiscoveryRequest) error {
@@ -80,9 +102,7 @@ func StartControlPlane(kind string) (*ControlPlane, error) {
 			return nil
 		},
 		DeltaStreamOpenFunc: func(context.Context, int64, string) error {
-			cp.mu.Lock()
-			cp.streams++
-			cp.mu.Unlock()
+			opened()
 			return nil
 		},
 		StreamDeltaRequestFunc: func(int64, *discoverygrpc.DeltaDiscoveryRequest) error {
@@ -95,11 +115,68 @@ func StartControlPlane(kind string) (*ControlPlane, error) {
 	srv := server.NewServer(ctx, c, cb)
 	cp.grpcSrv = grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(cp.grpcSrv, srv)
+	done := make(chan struct{})
+	cp.done = done
 	go func() {
-		defer close(cp.done)
+		defer close(done)
 		_ = cp.grpcSrv.Serve(lis)
 	}()
-	return cp, nil
+}
+
+// Down stops serving (every stream ends, the port is released); the cache
+// keeps its state. No-op when already down.
+func (cp *ControlPlane) Down() {
+	if cp.done == nil {
+		return
+	}
+	cp.cancel()
+	cp.grpcSrv.Stop()
+	<-cp.done
+	cp.done = nil
+}
+
+// Up serves again on the same address with the same cache, retrying the
+// listen for up to timeout (the port may linger). No-op when up.
+func (cp *ControlPlane) Up(timeout time.Duration) error {
+	if cp.done != nil {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		lis, err := net.Listen("tcp", cp.Addr)
+		if err == nil {
+			cp.serve(lis)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("control plane: listen again on %s: %w", cp.Addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// StreamsPerIncarnation returns the ADS streams opened on each incarnation
+// of the server (the first, then one per Up).
+func (cp *ControlPlane) StreamsPerIncarnation() []int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return slices.Clone(cp.incarnation)
+}
+
+// SetSnapshot installs a consistent snapshot of resources for class (kind
+// "snapshot" only).
+func (cp *ControlPlane) SetSnapshot(class, version string, res map[resource.Type][]types.Resource) error {
+	if cp.cache == nil {
+		return fmt.Errorf("control plane: SetSnapshot needs the snapshot cache, not %q", cp.kind)
+	}
+	snap, err := cache.NewSnapshot(version, res)
+	if err != nil {
+		return err
+	}
+	if err := snap.Consistent(); err != nil {
+		return fmt.Errorf("control plane: class %s version %s: %w", class, version, err)
+	}
+	return cp.cache.SetSnapshot(context.Background(), class, snap)
 }
 
 // SetClusters installs n EDS clusters for class (the linear cache serves
@@ -166,8 +243,4 @@ func (cp *ControlPlane) Counts() (streams, requests int) {
 }
 
 // Stop stops the server and waits for it.
-func (cp *ControlPlane) Stop() {
-	cp.cancel()
-	cp.grpcSrv.Stop()
-	<-cp.done
-}
+func (cp *ControlPlane) Stop() { cp.Down() }

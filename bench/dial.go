@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"net"
 	"syscall"
 	"time"
@@ -29,4 +30,10 @@ func loopbackDialer(src net.IP) *net.Dialer {
 		return serr
 	}
 	return d
+}
+
+// contextDialer is loopbackDialer(src) as a gRPC context dialer.
+func contextDialer(src net.IP) func(context.Context, string) (net.Conn, error) {
+	d := loopbackDialer(src)
+	return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 }

@@ -25,6 +25,8 @@ import (
 
 const usage = `usage: xds-bench [flags]
        xds-bench report --out DIR FILE.json... (figures and a summary; see report --help)
+       xds-bench soak [flags]   (churn, client churn and upstream restarts; checks the end state)
+       xds-bench slow [flags]   (stalled clients: relay memory and the others' latency)
        xds-bench serve controlplane|limit|tcp [--cache C] [--classes N] [--clusters N]
                  (a measured server, run by xds-bench itself; commands on stdin)
 
@@ -44,6 +46,12 @@ flags:
 `
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "soak" {
+		os.Exit(soakMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "slow" {
+		os.Exit(slowMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "report" {
 		os.Exit(reportMain(os.Args[2:]))
 	}

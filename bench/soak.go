@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SoakConfig describes a soak: resource churn, client churn and upstream
+// restarts together for a bounded time, then a check that every client
+// holds exactly the upstream's state.
+type SoakConfig struct {
+	RelayBin      string
+	UpstreamDelta bool   // the relay speaks incremental ADS upstream
+	ConfigFile    string // the relay's --config (empty: none)
+	Duration      time.Duration
+	Clients       int
+	Classes       int
+	DeltaShare    float64 // fraction of clients speaking delta ADS (the rest SotW)
+	Topology      Topology
+	Churn         Churn
+	ChurnRate     float64 // changes a second, each applied to every class
+	// ClientChurnRate is client reconnections a second (a random client
+	// each time drops its connection and opens a new one).
+	ClientChurnRate float64
+	RestartEvery    time.Duration // upstream restarts (0: none)
+	MaxDown         time.Duration // an upstream restart is down for a random [MaxDown/4, MaxDown]
+	ConvergeTimeout time.Duration // bound of each wait for convergence
+	Log             func(format string, args ...any)
+	RelayStderr     io.Writer
+}
+
+// SoakResult is what a soak measured. Convergence times run from the
+// restarted upstream accepting connections (with one change made while it
+// was down) to the last client holding the upstream's state.
+type SoakResult struct {
+	Clients          int             `json:"clients"`
+	DeltaClients     int             `json:"delta_clients"`
+	Classes          int             `json:"classes"`
+	Duration         time.Duration   `json:"duration_ns"`
+	Updates          int             `json:"updates"`   // snapshots published (all classes)
+	Responses        int64           `json:"responses"` // responses the clients received
+	ClientReconnects int64           `json:"client_reconnects"`
+	ClientDrops      int64           `json:"client_drops"` // streams ended by something other than client churn
+	UpstreamRestarts int             `json:"upstream_restarts"`
+	Convergence      []time.Duration `json:"convergence_ns"` // per restart
+	NotConverged     int             `json:"not_converged"`  // restarts after which clients did not converge in time
+	InitialSync      time.Duration   `json:"initial_sync_ns"`
+	FinalSync        time.Duration   `json:"final_sync_ns"` // from the end of churn to every client in sync
+	RelayCPU         time.Duration   `json:"relay_cpu_ns"`
+	RelayRSS         int64           `json:"relay_rss_bytes"`
+	UpstreamStreams  []int           `json:"upstream_streams"` // ADS streams per upstream incarnation
+	Mismatches       []string        `json:"mismatches"`       // per client, how its state differs
+}
+
+// ConvergenceStats returns the min, median and max convergence time.
+func (r *SoakResult) ConvergenceStats() (lo, p50, hi time.Duration) {
+	if len(r.Convergence) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Sorted(slices.Values(r.Convergence))
+	return s[0], s[len(s)/2], s[len(s)-1]
+}
+
+// soak is a running soak's parts.
+type soak struct {
+	cfg      SoakConfig
+	upstream *Upstream
+	relay    *RelayChild
+	clients  []*ProxyClient
+	// quiet is held by the restart loop while the upstream is down and
+	// clients converge, and by each churn change: no change lands in a
+	// convergence measurement.
+	quiet sync.Mutex
+}
+
+// RunSoak runs a soak (see SoakConfig) and checks the end state. It returns
+// an error for a failure to run; a wrong end state is in Mismatches.
+func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	if err := cfg.Topology.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Churn.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Classes < 1 || cfg.Clients < cfg.Classes {
+		return nil, fmt.Errorf("need at least one class and one client per class (classes %d, clients %d)", cfg.Classes, cfg.Clients)
+	}
+	cp, err := StartControlPlane("snapshot")
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Stop()
+	classes := make([]string, cfg.Classes)
+	for k := range classes {
+		classes[k] = className(k)
+	}
+	s := &soak{cfg: cfg}
+	if s.upstream, err = NewUpstream(cp, classes, cfg.Topology); err != nil {
+		return nil, err
+	}
+	if s.relay, err = StartRelayChild(ctx, RelayChildConfig{Bin: cfg.RelayBin, Upstream: cp.Addr, UpstreamDelta: cfg.UpstreamDelta,
+		ConfigFile: cfg.ConfigFile, Stderr: cfg.RelayStderr, Timeout: cfg.ConvergeTimeout}); err != nil {
+		return nil, err
+	}
+	defer func() {
+		t0 := time.Now()
+		s.relay.Stop()
+		cfg.Log("relay stopped in %v", time.Since(t0).Round(time.Millisecond))
+	}()
+
+	clientCtx, stopClients := context.WithCancel(ctx)
+	var clientsDone sync.WaitGroup
+	defer func() {
+		stopClients()
+		clientsDone.Wait()
+	}()
+	res := &SoakResult{Clients: cfg.Clients, Classes: cfg.Classes}
+	s.clients = startProxyClients(clientCtx, &clientsDone, cfg.Clients, classes, cfg.DeltaShare, s.relay.Addr)
+	for _, c := range s.clients {
+		if c.Delta {
+			res.DeltaClients++
+		}
+	}
+	cfg.Log("%d clients (%d delta) over %d classes connecting", cfg.Clients, res.DeltaClients, cfg.Classes)
+	start := time.Now()
+	if _, err := s.awaitConvergence(ctx, start); err != nil {
+		return nil, fmt.Errorf("initial sync: %w", err)
+	}
+	res.InitialSync = time.Since(start)
+	cfg.Log("initial sync in %v; soaking for %v", res.InitialSync.Round(time.Millisecond), cfg.Duration)
+
+	if err := s.soakPhase(ctx, res); err != nil {
+		return nil, err
+	}
+
+	// The end: churn has stopped, the upstream is up; every client must
+	// converge and then hold exactly the upstream's state.
+	end := time.Now()
+	if _, err := s.awaitConvergence(ctx, end); err != nil {
+		cfg.Log("final convergence: %v", err)
+	}
+	res.FinalSync = time.Since(end)
+	if res.Mismatches, err = checkClients(s.upstream, s.clients); err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	u, err := s.relay.Usage()
+	if err != nil {
+		return nil, err
+	}
+	res.RelayCPU, res.RelayRSS = u.CPU, u.RSS
+	res.Updates = s.upstream.Updates()
+	res.UpstreamStreams = cp.StreamsPerIncarnation()
+	for _, c := range s.clients {
+		res.Responses += c.responses.Load()
+	}
+	res.ClientDrops = countDrops(s.clients, cfg.Log)
+	return res, nil
+}
+
+// soakPhase runs churn, client churn and upstream restarts for the
+// configured duration.
+func (s *soak) soakPhase(ctx context.Context, res *SoakResult) error {
+	cfg := s.cfg
+	phase, stop := context.WithTimeout(ctx, cfg.Duration)
+	defer stop()
+	var wg sync.WaitGroup
+	churnErr := make(chan error, 1)
+	wg.Go(func() {
+		if err := RunChurn(phase, s.upstream, cfg.Churn, cfg.ChurnRate, &s.quiet); err != nil {
+			churnErr <- err
+			stop()
+		}
+	})
+	var reconnects int64
+	wg.Go(func() { reconnects = s.churnClients(phase) })
+	var err error
+	if cfg.RestartEvery > 0 {
+		err = s.restarts(phase, res)
+	} else {
+		<-phase.Done()
+	}
+	stop()
+	wg.Wait()
+	res.ClientReconnects = reconnects
+	select {
+	case err = <-churnErr:
+	default:
+	}
+	return err
+}
+
+// churnClients makes a random client reconnect at ClientChurnRate a second
+// until ctx ends; it returns the number of reconnections.
+func (s *soak) churnClients(ctx context.Context) int64 {
+	if s.cfg.ClientChurnRate <= 0 {
+		<-ctx.Done()
+		return 0
+	}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / s.cfg.ClientChurnRate))
+	defer tick.Stop()
+	var n int64
+	for {
+		select {
+		case <-ctx.Done():
+			return n
+		case <-tick.C:
+			s.clients[rand.IntN(len(s.clients))].Reconnect()
+			n++
+		}
+	}
+}
+
+// restarts takes the upstream down every RestartEvery until ctx ends:
+// down for a random while, one change made meanwhile, then up on the same
+// address; it measures the time until every client holds the new state.
+func (s *soak) restarts(ctx context.Context, res *SoakResult) error {
+	cfg := s.cfg
+	tick := time.NewTicker(cfg.RestartEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		s.quiet.Lock()
+		s.upstream.CP.Down()
+		down := cfg.MaxDown/4 + rand.N(cfg.MaxDown-cfg.MaxDown/4+1)
+		time.Sleep(down)
+		err := s.upstream.Change(cfg.Churn)
+		if err == nil {
+			err = s.upstream.CP.Up(10 * time.Second)
+		}
+		if err != nil {
+			s.quiet.Unlock()
+			return err
+		}
+		up := time.Now()
+		res.UpstreamRestarts++
+		d, err := s.awaitConvergence(context.Background(), up)
+		s.quiet.Unlock()
+		if err != nil {
+			res.NotConverged++
+			cfg.Log("restart %d (down %v): %v", res.UpstreamRestarts, down.Round(time.Millisecond), err)
+			continue
+		}
+		res.Convergence = append(res.Convergence, d)
+		cfg.Log("restart %d (down %v): every client converged %v after the upstream returned", res.UpstreamRestarts, down.Round(time.Millisecond), d.Round(time.Millisecond))
+	}
+}
+
+// awaitConvergence waits for every client (see awaitConvergence).
+func (s *soak) awaitConvergence(ctx context.Context, since time.Time) (time.Duration, error) {
+	last, _, err := awaitConvergence(ctx, s.upstream, s.clients, since, s.cfg.ConvergeTimeout)
+	return last, err
+}
