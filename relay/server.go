@@ -254,20 +254,31 @@ func sortTypes(ts []TypeStatus) {
 // Drain ends every open stream with ErrDraining, spread evenly over period
 // in random order, so the clients' reconnections do not hit the other
 // relays of the tier at once. Streams opened meanwhile are not covered: the
-// caller stops accepting first (grpc.Server.GracefulStop sends GOAWAY). When
-// ctx ends early, the remaining streams are ended at once. Drain returns when
-// every stream it covers has been told to end.
+// caller stops accepting first (grpc.Server.GracefulStop sends GOAWAY). A
+// stream that ends by itself meanwhile takes no time: each wait is the time
+// left divided among the streams still open. When ctx ends early, the
+// remaining streams are ended at once. Drain returns when every stream it
+// covers has been told to end.
 func (s *Server) Drain(ctx context.Context, period time.Duration) {
 	s.mu.Lock()
 	streams := slices.Collect(maps.Keys(s.streams))
 	s.mu.Unlock()
 	rand.Shuffle(len(streams), func(i, j int) { streams[i], streams[j] = streams[j], streams[i] })
-	start := time.Now()
+	deadline := time.Now().Add(period)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for i, st := range streams {
-		at := start.Add(period * time.Duration(i) / time.Duration(len(streams)))
-		if wait := time.Until(at); wait > 0 && ctx.Err() == nil {
+		s.mu.Lock()
+		_, open := s.streams[st]
+		// Open streams not yet told to end: this one and those after it,
+		// as far as the count of all open streams can tell (those told
+		// earlier are gone or about to be).
+		left := min(len(s.streams), len(streams)-i)
+		s.mu.Unlock()
+		if !open {
+			continue
+		}
+		if wait := time.Until(deadline) / time.Duration(max(left, 1)); wait > 0 && ctx.Err() == nil {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:

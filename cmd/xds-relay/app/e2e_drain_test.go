@@ -89,3 +89,37 @@ func TestE2EMaxConnectionAge(t *testing.T) {
 		t.Fatal("the stream of an aged connection never ended")
 	}
 }
+
+// Close during a long drain (the operator's second signal) ends it: the
+// streams not yet told end at once and Shutdown returns, instead of waiting
+// out the drain period.
+func TestE2ECloseCutsDrainShort(t *testing.T) {
+	ctx := testContext(t)
+	m := startMgmt(t, "127.0.0.1:0")
+	m.Set(t, "class-a", "v1", clusters("a"))
+	r := startRelay(t, m.Addr)
+	for i := 0; i < 5; i++ {
+		c := dialADS(t, ctx, r.Addr(), "drain-client", "class-a")
+		c.Subscribe(cdsType)
+		c.Next(10 * time.Second)
+	}
+	done := make(chan struct{})
+	go func() {
+		r.Shutdown(time.Hour)
+		close(done)
+	}()
+	eventually(t, ctx, "the drain to begin", func() bool {
+		resp, err := http.Get("http://" + r.AdminAddr() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	r.Close()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("Shutdown still draining after Close")
+	}
+}

@@ -51,7 +51,8 @@ type Relay struct {
 	restLis  net.Listener
 	upstream *upstream.Client   // nil when serving from files
 	files    *filesource.Source // nil when an upstream is set
-	cancel   context.CancelFunc // stops the file source
+	cancel   context.CancelFunc // stops the file source and cuts a drain short
+	closing  context.Context    // ended by cancel (Close)
 	ready    atomic.Bool        // the downstream listener serves
 	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
 	tel      *telemetry         // metrics, served on /metrics
@@ -220,7 +221,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	r.cancel, r.closing = cancel, ctx
 	if r.files != nil {
 		r.wg.Add(1)
 		go func() {
@@ -311,7 +312,8 @@ func (r *Relay) Shutdown(period time.Duration) {
 		r.grpcSrv.GracefulStop() // returns once every stream has ended
 		close(stopped)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), period)
+	// Close (a second signal) cuts the drain short: the rest end at once.
+	ctx, cancel := context.WithTimeout(r.closing, period)
 	r.server.Drain(ctx, period)
 	cancel()
 	select {
@@ -329,6 +331,7 @@ func (r *Relay) Shutdown(period time.Duration) {
 func (r *Relay) Close() {
 	r.closeOnce.Do(func() {
 		r.ready.Store(false)
+		r.cancel() // a Shutdown in progress ends its drain
 		r.grpcSrv.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -336,7 +339,6 @@ func (r *Relay) Close() {
 		if r.restSrv != nil {
 			_ = r.restSrv.Close() // held polls end; clients poll again, elsewhere
 		}
-		r.cancel()
 		if r.upstream != nil {
 			_ = r.upstream.Close()
 		}
