@@ -104,7 +104,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if err := noLocators("resource_locators_unsubscribe", len(req.GetResourceLocatorsUnsubscribe())); err != nil {
 		return err
 	}
-	typeURL, err := s.admitRequest(req.GetTypeUrl(), req.GetNode(),
+	typeURL, err := s.admitRequest(req.GetResponseNonce(), req.GetTypeUrl(), req.GetNode(),
 		nameList{"resource_names_subscribe", req.GetResourceNamesSubscribe()},
 		nameList{"resource_names_unsubscribe", req.GetResourceNamesUnsubscribe()})
 	if err != nil {

@@ -45,6 +45,29 @@ func TestRequestRateLimit(t *testing.T) {
 	wantStatus(t, c.recvError(), codes.ResourceExhausted, "requests: more than")
 }
 
+// The client's answers to the relay's own pushes do not count against its
+// rate: with a burst of 3 and no refill, a client ACKs 10 updates of a
+// fast-changing control plane and stays connected; its requests beyond one
+// answer per push are still limited.
+func TestAnswersToPushesAreNotRateLimited(t *testing.T) {
+	h := newHarness(t)
+	h.srv.opts.RequestsPerSecond, h.srv.opts.RequestBurst = 0.001, 3
+	c := h.ads(t)
+	h.apply(ClusterType, true, resource(t, ClusterType, "A", 0))
+	c.subscribe(ClusterType) // 1 of the burst
+	c.ack(c.nextOf(ClusterType))
+	for v := 1; v <= 10; v++ {
+		h.apply(ClusterType, true, resource(t, ClusterType, "A", v))
+		c.ack(c.nextOf(ClusterType))
+	}
+	c.fence() // the burst's second request, answered: the stream is alive
+	last := c.last[ClusterType]
+	for i := 0; i < 3; i++ { // re-sent answers: nothing owed any more
+		c.send(&request{TypeUrl: ClusterType, VersionInfo: last.VersionInfo, ResponseNonce: last.Nonce})
+	}
+	wantStatus(t, c.recvError(), codes.ResourceExhausted, "requests: more than")
+}
+
 // A chronic laggard — a client that keeps falling 64 responses behind — is
 // disconnected with a reason, instead of holding the relay's memory.
 func TestSlowClientDisconnected(t *testing.T) {

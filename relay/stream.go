@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -31,10 +32,13 @@ type streamBase struct {
 	wake      dedup.Signal  // writer wake-up: a response was queued
 	closing   chan struct{} // closed to end the stream (drain, slow client)
 	closeOnce sync.Once
-	closeErr  error           // why: written once before closing is closed
-	limiter   *rate.Limiter   // owned by the reader: its request rate
-	ctx       context.Context // the stream's context (peer, certificates)
-	stamper   wire.Stamper
+	closeErr  error         // why: written once before closing is closed
+	limiter   *rate.Limiter // owned by the reader: its request rate
+	// acksOwed counts responses written that the client has not answered
+	// yet: the writer adds, the reader takes (see admit).
+	acksOwed atomic.Int64
+	ctx      context.Context // the stream's context (peer, certificates)
+	stamper  wire.Stamper
 
 	// batch is the writer's reusable list of stamped messages (writer
 	// goroutine only; see flush).
@@ -72,8 +76,18 @@ func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) 
 // errSlowClient ends a chronic laggard's stream.
 var errSlowClient = status.Error(codes.ResourceExhausted, "client too slow: it fell behind the updates too often; reconnect")
 
-// admit applies the stream's request rate limit (reader goroutine).
-func (b *streamBase) admit() error {
+// admit applies the stream's request rate limit (reader goroutine). A
+// request that carries a nonce answers a response, and the first answer to
+// each response written is free: the client's ACKs follow the relay's own
+// pushes, so a fast-changing control plane must not get its clients
+// disconnected. The client's requests are thus bounded by the limit plus one
+// per response it was sent.
+func (b *streamBase) admit(answer bool) error {
+	if answer && b.acksOwed.Add(-1) >= 0 {
+		return nil
+	} else if answer {
+		b.acksOwed.Add(1) // nothing was owed: undo
+	}
 	if !b.limiter.Allow() {
 		return status.Errorf(codes.ResourceExhausted, "requests: more than %v a second (burst %d) on this stream", b.limiter.Limit(), b.limiter.Burst())
 	}
@@ -193,11 +207,12 @@ type nameList struct {
 }
 
 // admitRequest runs the checks every request passes before it touches the
-// stream's state, in order: the rate limit, the type URL, the node (on the
-// first request: classification and authorization), the name lists. It
-// returns the request's type URL.
-func (b *streamBase) admitRequest(typeURL string, node *corev3.Node, lists ...nameList) (string, error) {
-	if err := b.admit(); err != nil {
+// stream's state, in order: the rate limit (nonce is the response the
+// request answers, if any), the type URL, the node (on the first request:
+// classification and authorization), the name lists. It returns the
+// request's type URL.
+func (b *streamBase) admitRequest(nonce, typeURL string, node *corev3.Node, lists ...nameList) (string, error) {
+	if err := b.admit(nonce != ""); err != nil {
 		return "", err
 	}
 	typeURL, err := b.requestType(typeURL)
@@ -241,6 +256,7 @@ func (b *streamBase) checkNames(field string, names []string) error {
 // nothing.
 func (b *streamBase) stampLocked(body wire.Body, typeURL string) (wire.Stamped, uint64) {
 	b.nonce++
+	b.acksOwed.Add(1)
 	m := b.stamper.Stamp(body, b.nonce)
 	b.bytes += int64(m.Len())
 	b.srv.metrics.Pushed(b.variant, typeURL, m.Len())
