@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,6 +76,7 @@ func main() {
 	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
 	jsonOut := flag.String("json", "", "write the results as a JSON array to this file")
 	quiet := flag.Bool("quiet", false, "no progress bars (shown only when stderr is a terminal)")
+	warmup := flag.Bool("warmup", true, "first run the first target at the largest N once, unmeasured: the bench process's own first-run costs (its heap growing to hold N clients' buffers) must not land on whichever target runs first")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
@@ -108,16 +110,27 @@ func main() {
 		}
 	}
 
+	configFor := func(spec string, n int) bench.FanoutConfig {
+		cfg := base
+		cfg.Clients = n
+		cfg.Target, cfg.Cache, _ = strings.Cut(spec, ":")
+		if cfg.Cache == "" {
+			cfg.Cache = *cacheKind
+		}
+		return cfg
+	}
+	if *warmup {
+		cfg := configFor(specs[0], slices.Max(ns))
+		cfg.Progress = terminalProgress(*quiet, "warm-up")
+		if _, err := bench.RunFanout(context.Background(), cfg); err != nil {
+			fmt.Fprintf(os.Stderr, "xds-bench: warm-up (%s N=%d): %v\n", specs[0], cfg.Clients, err)
+		}
+	}
 	results := []*bench.FanoutResult{} // JSON: [] rather than null
 	failed := false
 	for _, n := range ns {
 		for _, spec := range specs {
-			cfg := base
-			cfg.Clients = n
-			cfg.Target, cfg.Cache, _ = strings.Cut(spec, ":")
-			if cfg.Cache == "" {
-				cfg.Cache = *cacheKind
-			}
+			cfg := configFor(spec, n)
 			cfg.Progress = terminalProgress(*quiet, fmt.Sprintf("%s N=%d", spec, n))
 			res, err := bench.RunFanout(context.Background(), cfg)
 			if err != nil {
