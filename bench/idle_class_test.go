@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -49,11 +51,36 @@ func TestIdleClassChange(t *testing.T) {
 			}
 			cancel() // every client of the class leaves
 			wg.Wait()
-			time.Sleep(500 * time.Millisecond) // the relay notices
+			waitAdmin(t, relay.Admin+"/debug/shards", "the relay to drop the class's shards", func(shards map[string][]struct {
+				Shards []any `json:"shards"`
+			}) bool {
+				for _, ts := range shards["c0"] {
+					if len(ts.Shards) > 0 {
+						return false
+					}
+				}
+				return true
+			})
 			if err := up.Change(Churn{Pattern: "all"}); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(500 * time.Millisecond) // the upstream pushes the change
+			if !tc.upstreamDelta {
+				// The relay keeps its legacy wildcard subscriptions (an empty
+				// SotW request would still mean "everything"), so the change
+				// reaches the idle class: wait until it has taken it. A delta
+				// upstream was told of the unsubscriptions and sends nothing
+				// until the next client subscribes.
+				up.mu.Lock()
+				version := up.configs["c0"].Version()
+				up.mu.Unlock()
+				waitAdmin(t, relay.Admin+"/debug/upstream", "the relay to take the change", func(st struct {
+					Streams []struct {
+						Versions map[string]string `json:"versions"`
+					} `json:"streams"`
+				}) bool {
+					return len(st.Streams) == 1 && st.Streams[0].Versions[ListenerType] == version
+				})
+			}
 			lateCtx, stopLate := context.WithCancel(context.Background())
 			defer stopLate()
 			late := startProxyClients(lateCtx, &wg, 1, []string{"c0"}, tc.deltaShare, relay.Addr)
@@ -62,5 +89,27 @@ func TestIdleClassChange(t *testing.T) {
 				t.Errorf("%v: %v", err, m)
 			}
 		})
+	}
+}
+
+// waitAdmin polls the relay's admin endpoint url (host:port/path), decoded
+// into a T, until cond holds; it fails the test after 10 s.
+func waitAdmin[T any](t *testing.T, url, what string, cond func(T) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var v T
+		resp, err := http.Get("http://" + url)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+		}
+		if err == nil && cond(v) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s (last error: %v)", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -41,9 +41,11 @@ func TestE2EResubscribeAfterIdleGetsCurrentState(t *testing.T) {
 				return len(shards["class-a"]) == 1 && len(shards["class-a"][0].Shards) == 0
 			})
 			m.Set(t, "class-a", "v1", clusters("c0", "c1"))
-			// The upstream may have pushed v1 (legacy wildcard) or not
-			// (unsubscribed): either way the next client gets v1's state.
-			time.Sleep(200 * time.Millisecond)
+			// The relay keeps its legacy wildcard subscription upstream, so
+			// the idle class takes v1.
+			eventually(t, ctx, "the relay to ACK v1", func() bool {
+				return upstreamStatus(t, ctx, r, "class-a").Versions[cdsType] == "v1"
+			})
 
 			late := dialADS(t, ctx, r.Addr(), "late", "class-a")
 			late.Subscribe(cdsType, tc.names...)
