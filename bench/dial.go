@@ -32,6 +32,11 @@ func loopbackDialer(src net.IP) *net.Dialer {
 	return d
 }
 
+// loopbackSource is the source address of connection i: 127.0.x.1, a new
+// x every 20,000 connections, so that N can exceed one address's ephemeral
+// ports (see loopbackDialer).
+func loopbackSource(i int) net.IP { return net.IPv4(127, 0, byte(1+i/20000), 1) }
+
 // contextDialer is loopbackDialer(src) as a gRPC context dialer.
 func contextDialer(src net.IP) func(context.Context, string) (net.Conn, error) {
 	d := loopbackDialer(src)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -255,7 +254,7 @@ func connect(ctx context.Context, cfg FanoutConfig, addr string, out chan<- Rece
 	defer bar.Finish()
 	var clients []interface{ Close() }
 	for first, j := 0, 0; first < cfg.Clients; first, j = first+cfg.StreamsPerConn, j+1 {
-		src := net.IPv4(127, 0, byte(1+j/20000), 1)
+		src := loopbackSource(j)
 		if cfg.Target == TargetTCP {
 			c, err := startTCPClient(ctx, addr, src, first, cfg.Delta, out)
 			if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -27,11 +26,6 @@ func startProxyClients(ctx context.Context, wg *sync.WaitGroup, n int, classes [
 	return out
 }
 
-// loopbackSource spreads clients over 127.0.0.0/8 source addresses so
-// their connections do not exhaust one address's ephemeral ports.
-func loopbackSource(i int) net.IP {
-	return net.IPv4(127, byte(i/20000%250), byte(1+i%20000/200), byte(1+i%200))
-}
 
 // errNotConverged: clients still differ from the upstream at the deadline.
 var errNotConverged = errors.New("clients not converged")

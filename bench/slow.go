@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -67,10 +68,7 @@ func RunSlow(ctx context.Context, cfg SlowConfig) (*SlowResult, error) {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
-	if err := cfg.Topology.Validate(); err != nil {
-		return nil, err
-	}
-	if err := cfg.Churn.Validate(); err != nil {
+	if err := errors.Join(cfg.Topology.Validate(), cfg.Churn.Validate()); err != nil {
 		return nil, err
 	}
 	cp, err := StartControlPlane("snapshot")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -84,10 +85,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
-	if err := cfg.Topology.Validate(); err != nil {
-		return nil, err
-	}
-	if err := cfg.Churn.Validate(); err != nil {
+	if err := errors.Join(cfg.Topology.Validate(), cfg.Churn.Validate()); err != nil {
 		return nil, err
 	}
 	if cfg.Classes < 1 || cfg.Clients < cfg.Classes {

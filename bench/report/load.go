@@ -14,9 +14,7 @@ import (
 // Run is one measured fan-out run, as the bench wrote it. Fields a file
 // predates (server_rss_base_bytes, streams_per_conn, service, bytes_total)
 // are zero.
-type Run struct {
-	bench.FanoutResult
-}
+type Run = bench.FanoutResult
 
 // Load reads and merges the runs of every file, in order. An error names the
 // file at fault.

@@ -20,7 +20,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 
 func TestLoadObjectAndArray(t *testing.T) {
 	dir := t.TempDir()
-	one, err := json.MarshalIndent(run("relay", "snapshot", false, 1000, 50*time.Millisecond, 273*time.Millisecond, 110*time.Millisecond, 63*mib).FanoutResult, "", "  ")
+	one, err := json.MarshalIndent(run("relay", "snapshot", false, 1000, 50*time.Millisecond, 273*time.Millisecond, 110*time.Millisecond, 63*mib), "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +44,13 @@ func TestLoadObjectAndArray(t *testing.T) {
 	}
 	r := runs[1]
 	if !r.Delta || r.Clients != 3000 || r.Last != 96*time.Millisecond || r.ServerRSSIdle != 81788928 {
-		t.Errorf("array[0] known fields: %+v", r.FanoutResult)
+		t.Errorf("array[0] known fields: %+v", r)
 	}
 	if r.ServerRSSBase != 28311552 || r.StreamsPerConn != 10 || r.Service != "cds" || r.BytesTotal != 705000 {
 		t.Errorf("array[0] optional fields: base %d, streams/conn %d, service %q, bytes %d", r.ServerRSSBase, r.StreamsPerConn, r.Service, r.BytesTotal)
 	}
 	if runs[2].Target != "limit" {
-		t.Errorf("array[1]: %+v", runs[2].FanoutResult)
+		t.Errorf("array[1]: %+v", runs[2])
 	}
 }
 

@@ -2,8 +2,6 @@ package report
 
 import (
 	"time"
-
-	"github.com/xds-relay/xds-relay/bench"
 )
 
 // run builds a realistic result: n clients whose latencies spread evenly
@@ -26,11 +24,11 @@ func run(target, cache string, delta bool, n int, first, last time.Duration, cpu
 	if target == "direct" {
 		streams, requests = n, 3*n-1
 	}
-	r := Run{FanoutResult: bench.FanoutResult{
+	r := Run{
 		Target: target, Cache: cache, Clients: n, Classes: 1, Clusters: 1000, Delta: delta,
 		First: first, P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: last,
 		ResponseBytes: bytes, UpstreamStreams: streams, UpstreamRequests: requests, Latencies: lat,
-	}}
+	}
 	if rssIdle > 0 {
 		r.ServerCPU = cpu
 		r.ServerRSSIdle = rssIdle
