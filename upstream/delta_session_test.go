@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"maps"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -21,98 +20,23 @@ import (
 
 const edsType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 
-// scriptedDelta is a real delta ADS server whose responses the test writes
-// by hand. Every DeltaAggregatedResources stream is handed to the test.
+// scriptedDelta is a scripted delta ADS server (see scripted).
 type scriptedDelta struct {
 	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
 	streams chan *deltaStream
 }
 
-type deltaStream struct {
-	st   grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
-	reqs chan *discoverygrpc.DeltaDiscoveryRequest
-	end  chan error
-}
-
 func (s *scriptedDelta) DeltaAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]) error {
-	ds := &deltaStream{st: st, reqs: make(chan *discoverygrpc.DeltaDiscoveryRequest, 64), end: make(chan error, 1)}
-	s.streams <- ds
-	go func() {
-		defer close(ds.reqs)
-		for {
-			req, err := st.Recv()
-			if err != nil {
-				return
-			}
-			ds.reqs <- req
-		}
-	}()
-	select {
-	case err := <-ds.end:
-		return err
-	case <-st.Context().Done():
-		return nil
-	}
+	return serveScripted(s.streams, st)
 }
 
 func startScriptedDelta(t *testing.T) (*scriptedDelta, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &scriptedDelta{streams: make(chan *deltaStream, 4)}
-	g := grpc.NewServer()
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, srv)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); <-done })
-	return srv, lis.Addr().String()
+	return srv, startScriptedServer(t, srv)
 }
 
-func (s *scriptedDelta) next(t *testing.T) *deltaStream {
-	t.Helper()
-	select {
-	case ds := <-s.streams:
-		return ds
-	case <-time.After(10 * time.Second):
-		t.Fatal("no upstream delta stream opened")
-		return nil
-	}
-}
-
-func (ds *deltaStream) request(t *testing.T) *discoverygrpc.DeltaDiscoveryRequest {
-	t.Helper()
-	select {
-	case r, ok := <-ds.reqs:
-		if !ok {
-			t.Fatal("stream closed while waiting for a request")
-		}
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request from the relay")
-		return nil
-	}
-}
-
-// quiet asserts the relay sends nothing for d.
-func (ds *deltaStream) quiet(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case r, ok := <-ds.reqs:
-		if ok {
-			t.Fatalf("unexpected request %v", r)
-		}
-	case <-time.After(d):
-	}
-}
-
-func (ds *deltaStream) send(t *testing.T, resp *discoverygrpc.DeltaDiscoveryResponse) {
-	t.Helper()
-	if err := ds.st.Send(resp); err != nil {
-		t.Fatal(err)
-	}
-}
+func (s *scriptedDelta) next(t *testing.T) *deltaStream { return nextScripted(t, s.streams) }
 
 // cluster is a delta Resource entry carrying Cluster name at version.
 func cluster(t *testing.T, name, version string) *discoverygrpc.Resource {

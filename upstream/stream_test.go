@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -21,81 +20,26 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// scriptedADS is a real ADS server whose responses the test writes by hand,
-// to play control planes that misbehave.
+// scriptedADS is a scripted SotW ADS server (see scripted).
 type scriptedADS struct {
 	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
 	streams chan *scriptedStream
 }
 
-type scriptedStream struct {
-	st   grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]
-	reqs chan *discoverygrpc.DiscoveryRequest
-	end  chan error
-}
-
 func (s *scriptedADS) StreamAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]) error {
-	ss := &scriptedStream{st: st, reqs: make(chan *discoverygrpc.DiscoveryRequest, 16), end: make(chan error, 1)}
-	s.streams <- ss
-	go func() {
-		for {
-			req, err := st.Recv()
-			if err != nil {
-				close(ss.reqs)
-				return
-			}
-			ss.reqs <- req
-		}
-	}()
-	select {
-	case err := <-ss.end:
-		return err
-	case <-st.Context().Done():
-		return nil
-	}
+	return serveScripted(s.streams, st)
 }
 
 func startScripted(t *testing.T) (*scriptedADS, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &scriptedADS{streams: make(chan *scriptedStream, 4)}
-	g := grpc.NewServer()
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, srv)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); <-done })
-	return srv, lis.Addr().String()
+	return srv, startScriptedServer(t, srv)
 }
 
-func (s *scriptedADS) next(t *testing.T) *scriptedStream {
-	t.Helper()
-	select {
-	case ss := <-s.streams:
-		return ss
-	case <-time.After(10 * time.Second):
-		t.Fatal("no upstream stream opened")
-		return nil
-	}
-}
+func (s *scriptedADS) next(t *testing.T) *scriptedStream { return nextScripted(t, s.streams) }
 
-func (ss *scriptedStream) request(t *testing.T) *discoverygrpc.DiscoveryRequest {
-	t.Helper()
-	select {
-	case r, ok := <-ss.reqs:
-		if !ok {
-			t.Fatal("stream closed while waiting for a request")
-		}
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request from the relay")
-		return nil
-	}
-}
-
-func (ss *scriptedStream) respond(t *testing.T, version, nonce string, names ...string) {
+// respondClusters writes a CDS response of clusters named names.
+func respondClusters(t *testing.T, ss *scriptedStream, version, nonce string, names ...string) {
 	t.Helper()
 	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: shard.ClusterType}
 	for _, n := range names {
@@ -105,9 +49,7 @@ func (ss *scriptedStream) respond(t *testing.T, version, nonce string, names ...
 		}
 		resp.Resources = append(resp.Resources, a)
 	}
-	if err := ss.st.Send(resp); err != nil {
-		t.Fatal(err)
-	}
+	ss.send(t, resp)
 }
 
 type nopWatcher struct{}
@@ -150,7 +92,7 @@ func TestNACKAndRepeatedRejectedVersion(t *testing.T) {
 		t.Fatalf("first request = %v, want a legacy wildcard CDS request", first)
 	}
 
-	ss.respond(t, "v1", "n1", "a", "a") // duplicate names: must be rejected
+	respondClusters(t, ss, "v1", "n1", "a", "a") // duplicate names: must be rejected
 	nack := ss.request(t)
 	if nack.GetErrorDetail() == nil || nack.GetResponseNonce() != "n1" || nack.GetVersionInfo() != "" {
 		t.Fatalf("want a NACK of n1 at the empty version, got %v", nack)
@@ -165,8 +107,8 @@ func TestNACKAndRepeatedRejectedVersion(t *testing.T) {
 	// The control plane re-sends the rejected version at once (as
 	// go-control-plane does). The relay must not answer at once, or the two
 	// loop: the next request it sends must be the ACK of the good v2.
-	ss.respond(t, "v1", "n2", "a", "a")
-	ss.respond(t, "v2", "n3", "a", "b")
+	respondClusters(t, ss, "v1", "n2", "a", "a")
+	respondClusters(t, ss, "v2", "n3", "a", "b")
 	ack := ss.request(t)
 	if ack.GetErrorDetail() != nil || ack.GetResponseNonce() != "n3" || ack.GetVersionInfo() != "v2" {
 		t.Fatalf("want the ACK of v2 (n3), got %v", ack)
@@ -181,7 +123,7 @@ func TestReconnectResubscribesWithLastVersion(t *testing.T) {
 	c, _, sh := newClient(t, addr, Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond})
 	ss := srv.next(t)
 	ss.request(t)
-	ss.respond(t, "v7", "n1", "a")
+	respondClusters(t, ss, "v7", "n1", "a")
 	if ack := ss.request(t); ack.GetVersionInfo() != "v7" {
 		t.Fatalf("ACK = %v", ack)
 	}
