@@ -26,7 +26,6 @@ func startProxyClients(ctx context.Context, wg *sync.WaitGroup, n int, classes [
 	return out
 }
 
-
 // errNotConverged: clients still differ from the upstream at the deadline.
 var errNotConverged = errors.New("clients not converged")
 
