@@ -33,15 +33,15 @@ func startLimitServer() (*limitServer, error) {
 		return nil, err
 	}
 	s := &limitServer{addr: lis.Addr().String(), bc: newBroadcaster(), done: make(chan struct{})}
-	// The relay's transport settings: the floor is what gRPC itself costs
-	// configured as the relay configures it.
+	// The relay's transport settings and pooled reads: the floor is what
+	// gRPC itself costs configured as the relay configures it.
 	opts := append(relay.TransportOptions(), grpc.ForceServerCodecV2(wire.NewCodec()), grpc.MaxConcurrentStreams(1<<20))
 	s.grpcSrv = grpc.NewServer(opts...)
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpcSrv, limitADS{s: s})
 	clusterservice.RegisterClusterDiscoveryServiceServer(s.grpcSrv, limitCDS{s: s})
 	go func() {
 		defer close(s.done)
-		_ = s.grpcSrv.Serve(lis)
+		_ = s.grpcSrv.Serve(relay.BufferReads(lis))
 	}()
 	return s, nil
 }

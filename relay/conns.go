@@ -9,8 +9,9 @@ import (
 // relay can close the connection of a client it must drop while a write to
 // it is blocked on flow control (a chronic laggard): gRPC offers no other
 // way to end such a stream. Connections are tracked by remote address.
+// Their reads go through pooled buffers (BufferReads).
 func (s *Server) TrackConnections(l net.Listener) net.Listener {
-	return &trackingListener{Listener: l, srv: s}
+	return &trackingListener{Listener: BufferReads(l), srv: s}
 }
 
 type trackingListener struct {

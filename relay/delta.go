@@ -42,12 +42,19 @@ func (s *Server) serveDelta(t deltaTransport, fixedType, variant string) error {
 		transport:  t,
 		types:      map[string]*deltaSub{},
 	}
-	return s.track(st, &st.streamBase, func() error {
-		return st.serve(t.Context(),
-			func() error { return readLoop(t.Recv, st.handle) },
-			func() error { return flush(&st.streamBase, st.collect, t.SendMsg) },
-			func() { releaseAll(&st.streamBase, st.types, st, st) })
-	})
+	return s.track(st, &st.streamBase, st.run)
+}
+
+func (s *deltaStream) run() error {
+	s.out = s
+	return s.serve(
+		func() error { return readLoop(s.transport.Recv, s.handle) },
+		func() { releaseAll(&s.streamBase, s.types, s, s) })
+}
+
+// writeQueued implements queueWriter.
+func (s *deltaStream) writeQueued() error {
+	return flush(&s.streamBase, s.collect, s.transport.SendMsg)
 }
 
 // ShardChanged implements shard.Watcher.
@@ -175,12 +182,12 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 			}
 		}
 		s.queue.push(d, next, cur, false)
+		s.kickLocked()
 	}
 	s.mu.Unlock()
 	if old != nil && old != next {
 		s.class.Unsubscribe(old, s)
 	}
-	s.wake.Notify()
 	return nil
 }
 

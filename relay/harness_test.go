@@ -100,6 +100,22 @@ func (h *harness) dial(t *testing.T, opts ...grpc.DialOption) *grpc.ClientConn {
 	return conn
 }
 
+// slowADS opens an ADS stream on a connection of its own with a small
+// flow-control window (which also disables BDP growth): the relay's writer
+// blocks on a large response until the test reads. The stream ends with the
+// test.
+func (h *harness) slowADS(t *testing.T) discoveryStream {
+	t.Helper()
+	conn := h.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := openStream(ctx, conn, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // apply is the upstream: it installs resources into the harness's class.
 func (h *harness) apply(typeURL string, replace bool, rs ...*shard.Resource) {
 	h.class.Apply(typeURL, rs, replace)

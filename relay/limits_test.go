@@ -1,13 +1,11 @@
 package relay
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -75,15 +73,7 @@ func TestSlowClientDisconnected(t *testing.T) {
 	h.srv.opts.MaxCollapses = 1
 	reasons := &reasonRecorder{}
 	h.srv.metrics = reasons
-	// A small flow-control window: the relay's writer blocks on a large
-	// response until the client reads, and this client does not read.
-	conn := h.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := openStream(ctx, conn, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := h.slowADS(t) // and it does not read
 	h.apply(ListenerType, true, resource(t, ListenerType, "L", 0))
 	h.apply(ClusterType, true, resource(t, ClusterType, "A", 0))
 	for _, typeURL := range []string{ListenerType, ClusterType} {

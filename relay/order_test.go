@@ -1,12 +1,10 @@
 package relay
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -19,15 +17,7 @@ import (
 // arrive before CDS 1 (which may add the cluster EDS 1 is for).
 func TestADSOrderWithSlowClient(t *testing.T) {
 	h := newHarness(t)
-	// A small flow-control window (which also disables BDP growth): the
-	// relay's writer blocks on a large response until the client reads.
-	conn := h.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := openStream(ctx, conn, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := h.slowADS(t)
 	h.apply(ListenerType, true, resource(t, ListenerType, "L", 0))
 	h.apply(ClusterType, true, resource(t, ClusterType, "A", 0))
 	h.apply(EndpointType, true, resource(t, EndpointType, "A", 0))

@@ -157,6 +157,9 @@ func (s *Server) serveSotW(t sotwTransport, fixedType, variant string) error {
 // track registers a stream for status while run serves it. The stream
 // forgets itself when its reader has released its subscriptions.
 func (s *Server) track(st downstream, b *streamBase, run func() error) error {
+	if b.ender == nil {
+		return errNoEnder
+	}
 	s.mu.Lock()
 	if len(s.streams) >= s.opts.MaxStreams {
 		s.mu.Unlock()
@@ -167,13 +170,7 @@ func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 	s.mu.Unlock()
 	s.metrics.StreamOpened(b.variant)
 	err := run()
-	reason := disconnectReason(err)
-	select {
-	case <-b.closing: // the relay ended it: that is the reason, whatever the transport said
-		reason = disconnectReason(b.closeErr)
-	default:
-	}
-	s.metrics.StreamClosed(b.variant, reason)
+	s.metrics.StreamClosed(b.variant, disconnectReason(err))
 	if err != nil && status.Code(err) != codes.Canceled {
 		b.logger().Debug("stream ended", zap.Error(err))
 	}

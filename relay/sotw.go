@@ -32,10 +32,15 @@ type sotwStream struct {
 var _ shard.Watcher = (*sotwStream)(nil)
 
 func (s *sotwStream) run() error {
-	return s.serve(s.transport.Context(),
+	s.out = s
+	return s.serve(
 		func() error { return readLoop(s.transport.Recv, s.handle) },
-		func() error { return flush(&s.streamBase, s.collect, s.transport.SendMsg) },
 		func() { releaseAll(&s.streamBase, s.types, s, s) })
+}
+
+// writeQueued implements queueWriter.
+func (s *sotwStream) writeQueued() error {
+	return flush(&s.streamBase, s.collect, s.transport.SendMsg)
 }
 
 // ShardChanged implements shard.Watcher.
@@ -153,12 +158,12 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	if next != nil {
 		t.updateSend(first, old, req.GetVersionInfo())
 		s.queue.push(t, next, next.Current(), false)
+		s.kickLocked()
 	}
 	s.mu.Unlock()
 	if old != nil {
 		s.class.Unsubscribe(old, s)
 	}
-	s.wake.Notify()
 	return nil
 }
 

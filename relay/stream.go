@@ -14,13 +14,15 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // streamBase is what SotW and delta streams share: identity, the node and
-// its class, the writer's wake-up, nonces and the serve loop.
+// its class, nonces, and the stream's two roles. The gRPC handler goroutine
+// reads requests for the stream's whole life; a writer goroutine runs only
+// while responses are queued (kickLocked). An idle stream thus costs the
+// relay one goroutine of its own (docs/benchmarks.md, "Memory per stream").
 type streamBase struct {
 	// Set at construction, read-only.
 	id        uint64
@@ -29,16 +31,21 @@ type streamBase struct {
 	variant   string
 	peer      string
 	started   time.Time
-	wake      dedup.Signal  // writer wake-up: a response was queued
-	closing   chan struct{} // closed to end the stream (drain, slow client)
-	closeOnce sync.Once
-	closeErr  error         // why: written once before closing is closed
 	limiter   *rate.Limiter // owned by the reader: its request rate
 	// acksOwed counts responses written that the client has not answered
 	// yet: the writer adds, the reader takes (see admit).
 	acksOwed atomic.Int64
 	ctx      context.Context // the stream's context (peer, certificates)
-	stamper  wire.Stamper
+	// ender ends the stream with a status from any goroutine (see
+	// streamEnder); nil for a stream whose owner drives it (tests).
+	ender   statusWriter
+	stamper wire.Stamper
+	// out writes what is queued (writer goroutine); nil for a stream whose
+	// writes are driven by its owner (tests call flush themselves).
+	out queueWriter
+	// writers counts the running writer (zero or one): the handler waits
+	// for it before returning, after which gRPC forbids SendMsg.
+	writers sync.WaitGroup
 
 	// batch is the writer's reusable list of stamped messages (writer
 	// goroutine only; see flush).
@@ -54,7 +61,18 @@ type streamBase struct {
 	resourceInSotW bool
 	nonce          uint64 // guarded by mu
 	bytes          int64  // guarded by mu
+	// The writer's state, guarded by mu: a writer is running; something was
+	// queued since it last collected; no writer may start any more.
+	writing, rekick, stopped bool
+	// endErr is why the stream ended, the first reason wins (guarded by
+	// mu): the relay ended it (drain, slow client), or its writer or its
+	// reader failed.
+	endErr error
 }
+
+// queueWriter writes a stream's queued responses until none is left
+// (writer goroutine).
+type queueWriter interface{ writeQueued() error }
 
 func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) streamBase {
 	id := srv.nextID.Add(1)
@@ -65,9 +83,8 @@ func newStreamBase(srv *Server, ctx context.Context, fixedType, variant string) 
 		variant:   variant,
 		peer:      peerAddr(ctx),
 		started:   time.Now(),
-		wake:      dedup.NewSignal(),
-		closing:   make(chan struct{}),
 		ctx:       ctx,
+		ender:     streamEnder(ctx),
 		stamper:   wire.NewStamper(id),
 		limiter:   rate.NewLimiter(rate.Limit(srv.opts.RequestsPerSecond), srv.opts.RequestBurst),
 	}
@@ -99,9 +116,10 @@ func (b *streamBase) admit(answer bool) error {
 func (b *streamBase) collapsed(total int) {
 	b.srv.metrics.QueueCollapsed(b.variant)
 	if max := b.srv.opts.MaxCollapses; max > 0 && total >= max {
-		b.endStream(errSlowClient)
-		// Its writer may be blocked on flow control, where no signal
-		// reaches it: close the client's connection to unblock it.
+		b.endLocked(errSlowClient)
+		// What its writer already handed to gRPC waits for the client's
+		// flow-control window, and the stream's status behind it: close the
+		// client's connection to free both.
 		go b.srv.closeConnection(b.peer)
 	}
 }
@@ -111,39 +129,77 @@ func (b *streamBase) collapsed(total int) {
 var ErrDraining = status.Error(codes.Unavailable, "xds-relay is draining: reconnect to another relay")
 
 // closeStream ends the stream with ErrDraining (any goroutine, idempotent).
-func (b *streamBase) closeStream() { b.endStream(ErrDraining) }
+func (b *streamBase) closeStream() { b.end(ErrDraining) }
 
-// endStream ends the stream with err (any goroutine; the first call wins).
-func (b *streamBase) endStream(err error) {
-	b.closeOnce.Do(func() {
-		b.closeErr = err
-		close(b.closing)
-	})
+// end ends the stream with err (any goroutine; the first reason wins).
+func (b *streamBase) end(err error) {
+	b.mu.Lock()
+	b.endLocked(err)
+	b.mu.Unlock()
 }
 
-// serve runs a stream: the calling (gRPC handler) goroutine writes with
-// flush whenever woken, a reader goroutine runs read until it fails and then
-// release. The reader owns the stream's subscriptions; it exits once the
-// stream's context ends, which returning from the handler ensures.
-func (b *streamBase) serve(ctx context.Context, read func() error, flush func() error, release func()) error {
-	readErr := make(chan error, 1)
-	go func() {
-		defer release()
-		readErr <- read()
-	}()
+// endLocked records why the stream ends, if nothing did before, and has
+// gRPC end it with that status (mu held). Ending the stream cancels its
+// context: the handler returns from Recv, a writer from a SendMsg waiting
+// on flow control.
+func (b *streamBase) endLocked(err error) {
+	if b.endErr != nil {
+		return
+	}
+	b.endErr = err
+	if b.ender != nil {
+		// An error here means gRPC had already ended the stream.
+		_ = b.ender.WriteStatus(status.Convert(err))
+	}
+}
+
+// serve runs a stream on the gRPC handler goroutine: it reads until the
+// stream ends, then stops the writer, waits for it and releases the
+// stream's subscriptions. It returns why the stream ended.
+func (b *streamBase) serve(read func() error, release func()) error {
+	err := read()
+	b.mu.Lock()
+	b.stopped = true
+	b.endLocked(err) // a failed request: its status, which also stops a blocked writer
+	err = b.endErr
+	b.mu.Unlock()
+	b.writers.Wait()
+	release()
+	return err
+}
+
+// kickLocked has what was just queued written (mu held): it starts a writer
+// unless one is running, which then collects once more before it stops.
+func (b *streamBase) kickLocked() {
+	switch {
+	case b.stopped || b.out == nil:
+	case b.writing:
+		b.rekick = true
+	default:
+		b.writing = true
+		b.writers.Add(1)
+		go b.write()
+	}
+}
+
+// write is the writer goroutine: it writes until nothing is queued. A
+// failed write ends the stream.
+func (b *streamBase) write() {
+	defer b.writers.Done()
 	for {
-		select {
-		case err := <-readErr:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-b.closing:
-			return b.closeErr
-		case <-b.wake.C():
-			if err := flush(); err != nil {
-				return err
-			}
+		err := b.out.writeQueued()
+		b.mu.Lock()
+		if err != nil {
+			b.stopped = true
+			b.endLocked(err)
 		}
+		if b.stopped || !b.rekick {
+			b.writing = false
+			b.mu.Unlock()
+			return
+		}
+		b.rekick = false
+		b.mu.Unlock()
 	}
 }
 
@@ -336,8 +392,8 @@ func shardHeartbeat[S shardHolder](b *streamBase, types map[string]S, q *respons
 	if q.pushHeartbeat(t, sh, hb) {
 		b.collapsed(q.collapses)
 	}
+	b.kickLocked()
 	b.mu.Unlock()
-	b.wake.Notify()
 }
 
 // shardChanged queues a shard's new response for the type subscribed to it
@@ -355,8 +411,8 @@ func shardChanged[S shardHolder](b *streamBase, types map[string]S, q *responseQ
 	if q.push(t, sh, sh.Current(), true) {
 		b.collapsed(q.collapses)
 	}
+	b.kickLocked()
 	b.mu.Unlock()
-	b.wake.Notify()
 }
 
 // releaseAll drops every subscription of a stream at its end (reader
