@@ -33,11 +33,21 @@ type Receipt struct {
 	At        time.Time
 }
 
-// ClientOptions say how the gRPC clients talk: protocol and service.
+// ClientOptions say how the gRPC clients talk: protocol, service and
+// flow-control window.
 type ClientOptions struct {
 	Delta   bool   // incremental xDS instead of state of the world
 	Service string // ServiceADS or ServiceCDS
+	// Window is the HTTP/2 flow-control window the client advertises for
+	// each stream and for the connection; 0 keeps grpc-go's (64 KiB,
+	// grown by BDP estimation). EnvoyWindow is what Envoy advertises.
+	Window int32
 }
+
+// EnvoyWindow is Envoy's default HTTP/2 stream and connection window
+// (initial_stream_window_size and initial_connection_window_size, 256 MiB),
+// which its xDS gRPC client uses unless the operator sets others.
+const EnvoyWindow = 256 << 20
 
 // Conn is one gRPC connection carrying raw xDS streams (SotW or delta, over
 // ADS or the CDS service), each with a wildcard CDS subscription; every
@@ -55,6 +65,9 @@ func Dial(ctx context.Context, addr string, src net.IP, opts ClientOptions, ids 
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if src != nil {
 		dial = append(dial, grpc.WithContextDialer(contextDialer(src)))
+	}
+	if opts.Window > 0 {
+		dial = append(dial, grpc.WithInitialWindowSize(opts.Window), grpc.WithInitialConnWindowSize(opts.Window))
 	}
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {

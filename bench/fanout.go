@@ -41,6 +41,8 @@ type FanoutConfig struct {
 	// StreamsPerConn streams share one connection (default 1). The tcp
 	// target's streams are connections, so it must be 1 there.
 	StreamsPerConn int
+	// ClientWindow is the clients' HTTP/2 window (ClientOptions.Window).
+	ClientWindow int32
 	// UpstreamDelta makes the relay speak incremental ADS to the control plane.
 	UpstreamDelta bool
 	Timeout       time.Duration // for each phase (connect, update)
@@ -67,7 +69,8 @@ type FanoutResult struct {
 	Cache          string        `json:"cache"`   // relay and direct; empty for limit and tcp
 	Clients        int           `json:"clients"` // streams
 	StreamsPerConn int           `json:"streams_per_conn"`
-	Service        string        `json:"service"` // ads or cds; empty for tcp
+	ClientWindow   int32         `json:"client_window,omitempty"` // 0: grpc-go's default
+	Service        string        `json:"service"`                 // ads or cds; empty for tcp
 	Classes        int           `json:"classes"`
 	Clusters       int           `json:"clusters"`
 	Delta          bool          `json:"delta"`
@@ -231,7 +234,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 	return &FanoutResult{
 		Target: cfg.Target, Cache: cache,
-		Clients: cfg.Clients, StreamsPerConn: cfg.StreamsPerConn, Service: service,
+		Clients: cfg.Clients, StreamsPerConn: cfg.StreamsPerConn, ClientWindow: cfg.ClientWindow, Service: service,
 		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta,
 		ResponseBytes: got[0].Bytes, BytesTotal: total,
 		First: lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
@@ -269,7 +272,7 @@ func connect(ctx context.Context, cfg FanoutConfig, addr string, out chan<- Rece
 		for k := range n {
 			ids[k], classes[k] = first+k, className((first+k)%cfg.Classes)
 		}
-		c, err := Dial(ctx, addr, src, ClientOptions{Delta: cfg.Delta, Service: cfg.Service}, ids, classes, out)
+		c, err := Dial(ctx, addr, src, ClientOptions{Delta: cfg.Delta, Service: cfg.Service, Window: cfg.ClientWindow}, ids, classes, out)
 		if err != nil {
 			return clients, err
 		}

@@ -89,6 +89,7 @@ func TestFanoutTargets(t *testing.T) {
 		wantStreams int
 	}{
 		{"relay-ads-sotw", FanoutConfig{Target: TargetRelay, StreamsPerConn: 4}, classes},
+		{"relay-ads-sotw-envoy-window", FanoutConfig{Target: TargetRelay, ClientWindow: EnvoyWindow}, classes},
 		{"relay-cds-sotw", FanoutConfig{Target: TargetRelay, Service: ServiceCDS, StreamsPerConn: 3}, classes},
 		{"relay-ads-delta", FanoutConfig{Target: TargetRelay, Delta: true, StreamsPerConn: 4}, classes},
 		{"relay-cds-delta", FanoutConfig{Target: TargetRelay, Service: ServiceCDS, Delta: true}, classes},
@@ -101,6 +102,7 @@ func TestFanoutTargets(t *testing.T) {
 		{"tcp-sotw", FanoutConfig{Target: TargetTCP}, clients},
 		{"tcp-delta", FanoutConfig{Target: TargetTCP, Delta: true}, clients},
 		{"direct-snapshot-sotw", FanoutConfig{Target: TargetDirect, Cache: "snapshot", StreamsPerConn: 4}, clients},
+		{"direct-snapshot-sotw-envoy-window", FanoutConfig{Target: TargetDirect, Cache: "snapshot", ClientWindow: EnvoyWindow}, clients},
 		{"direct-snapshot-delta", FanoutConfig{Target: TargetDirect, Cache: "snapshot", Delta: true}, clients},
 		{"direct-linear-sotw", FanoutConfig{Target: TargetDirect, Cache: "linear", StreamsPerConn: 3}, clients},
 		{"direct-linear-delta", FanoutConfig{Target: TargetDirect, Cache: "linear", Delta: true}, clients},

@@ -53,9 +53,10 @@ type streamBase struct {
 
 	mu sync.Mutex
 	// Written once by the reader (first request) under mu; the reader reads
-	// them without mu, status readers with it.
-	node  *corev3.Node
-	class *shard.Class
+	// them without mu, status readers with it. Of the node only its id is
+	// kept: an Envoy's Node (its extensions, metadata) is kilobytes.
+	nodeID string
+	class  *shard.Class
 	// resourceInSotW: the client announced FeatureResourceInSotW (written
 	// once by the reader, under mu, before any subscription).
 	resourceInSotW bool
@@ -220,7 +221,7 @@ func (b *streamBase) classify(node *corev3.Node) error {
 	}
 	class := b.srv.registry.ClassFor(node)
 	b.mu.Lock()
-	b.node, b.class = node, class
+	b.nodeID, b.class = node.GetId(), class
 	b.resourceInSotW = slices.Contains(node.GetClientFeatures(), FeatureResourceInSotW)
 	b.mu.Unlock()
 	return nil
@@ -436,7 +437,7 @@ func releaseAll[S shardHolder](b *streamBase, types map[string]S, w shard.Watche
 func (b *streamBase) statusLocked() StreamStatus {
 	out := StreamStatus{ID: b.id, Variant: b.variant, Peer: b.peer, Started: b.started, Bytes: b.bytes}
 	if b.class != nil {
-		out.Node, out.Class = b.node.GetId(), b.class.Name
+		out.Node, out.Class = b.nodeID, b.class.Name
 	}
 	return out
 }
@@ -450,8 +451,8 @@ func peerAddr(ctx context.Context) string {
 
 func (b *streamBase) logger() *zap.Logger {
 	l := b.srv.log.With(zap.Uint64("stream", b.id), zap.String("peer", b.peer))
-	if b.node != nil {
-		l = l.With(zap.String("node", b.node.GetId()))
+	if b.class != nil {
+		l = l.With(zap.String("node", b.nodeID))
 	}
 	return l
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,7 @@ func main() {
 	delta := flag.Bool("delta", false, "clients speak incremental (delta) xDS instead of state of the world")
 	service := flag.String("service", bench.ServiceADS, "gRPC service the clients use: ads (aggregated) or cds (ClusterDiscoveryService); direct serves ads only")
 	perConn := flag.Int("streams-per-conn", 1, "client streams sharing one gRPC connection (tcp: must be 1); the relay allows 100 by default (limits.max_streams_per_connection)")
+	window := flag.Int("client-window", 0, fmt.Sprintf("HTTP/2 flow-control window (bytes) the gRPC clients advertise per stream and connection; 0: grpc-go's default (64 KiB, grown by BDP estimation); %d is Envoy's default", bench.EnvoyWindow))
 	upstreamDelta := flag.Bool("upstream-delta", false, "the relay speaks incremental (delta) ADS to the control plane")
 	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
 	relayConfig := flag.String("relay-config", "", "the relay's --config file (its limits: max_streams 200000, max_streams_per_connection 100 by default)")
@@ -83,6 +85,9 @@ func main() {
 	}
 	flag.Parse()
 
+	if *window != 0 && (*window < 64<<10 || *window > math.MaxInt32) {
+		fail(fmt.Errorf("--client-window: %d; gRPC takes 65536 to %d bytes (0: its default)", *window, math.MaxInt32))
+	}
 	ns, err := parseInts(*clientList)
 	if err != nil {
 		fail(fmt.Errorf("--clients: %w", err))
@@ -94,7 +99,7 @@ func main() {
 	base := bench.FanoutConfig{
 		BenchBin: self, RelayConfig: *relayConfig,
 		Classes: *classes, Clusters: *clusters, Delta: *delta, Service: *service, StreamsPerConn: *perConn,
-		UpstreamDelta: *upstreamDelta, Timeout: *timeout,
+		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, Timeout: *timeout,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	}
 	specs := strings.Split(*targets, ",")
@@ -147,7 +152,11 @@ func main() {
 	if *delta {
 		proto = "delta"
 	}
-	fmt.Printf("%s clients, service %s, %d per connection; %d classes, %d clusters; one cluster changed\n", proto, *service, *perConn, *classes, *clusters)
+	win := "grpc-go's window"
+	if *window > 0 {
+		win = fmt.Sprintf("window %d B", *window)
+	}
+	fmt.Printf("%s clients, service %s, %d per connection, %s; %d classes, %d clusters; one cluster changed\n", proto, *service, *perConn, win, *classes, *clusters)
 	if err := writeTable(os.Stdout, results); err != nil {
 		fail(err)
 	}
