@@ -126,6 +126,9 @@ type SourceConfig struct {
 // NodeClassConfig holds the rules mapping nodes to classes.
 type NodeClassConfig struct {
 	Rules []RuleConfig `yaml:"rules"`
+	// Linger is how long a class whose clients all left keeps its upstream
+	// stream and state before it is dropped.
+	Linger time.Duration `yaml:"linger"`
 }
 
 // RuleConfig is one node-class rule (see shard.Rule).
@@ -159,6 +162,9 @@ type LimitsConfig struct {
 	// MaxCollapses disconnects a client whose queue overflowed this many
 	// times (a chronic laggard); 0 never disconnects.
 	MaxCollapses int `yaml:"max_collapses"`
+	// MaxClasses bounds the node classes (each has an upstream stream); a
+	// client that would create one more is refused with RESOURCE_EXHAUSTED.
+	MaxClasses int `yaml:"max_classes"`
 }
 
 // DefaultConfig is the configuration with every default filled in.
@@ -170,10 +176,12 @@ func DefaultConfig() Config {
 			Protocol: "sotw",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
-		Source: SourceConfig{Dir: "deploy/sample-config"},
-		Log:    LogConfig{Level: "info", Format: "console"},
+		Source:      SourceConfig{Dir: "deploy/sample-config"},
+		NodeClasses: NodeClassConfig{Linger: 5 * time.Minute},
+		Log:         LogConfig{Level: "info", Format: "console"},
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
-			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10},
+			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
+			MaxClasses: 10000},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
@@ -266,6 +274,9 @@ func (c *Config) Validate() error {
 		}
 		return bad("node_classes", "%v", err)
 	}
+	if c.NodeClasses.Linger <= 0 {
+		return bad("node_classes.linger", "must be positive, got %v", c.NodeClasses.Linger)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -290,6 +301,7 @@ func (c *Config) Validate() error {
 		{"limits.max_streams_per_connection", c.Limits.MaxStreamsPerConnection},
 		{"limits.max_message_bytes", c.Limits.MaxMessageBytes},
 		{"limits.request_burst", c.Limits.RequestBurst},
+		{"limits.max_classes", c.Limits.MaxClasses},
 	} {
 		if lim.v < 1 {
 			return bad(lim.key, "must be at least 1, got %d", lim.v)

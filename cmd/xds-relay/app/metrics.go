@@ -162,6 +162,23 @@ func (t *telemetry) opt(kv ...string) *labels {
 	return l
 }
 
+// forgetClass drops the cached label tuples of a dropped class. (The
+// OpenTelemetry SDK offers no way to delete the series of synchronous
+// instruments: the class's counters stay exported at their last value;
+// xds_relay_upstream_connected, observed per scrape, loses the class.)
+func (t *telemetry) forgetClass(class string) {
+	t.attrsMu.Lock()
+	defer t.attrsMu.Unlock()
+	for key := range t.attrs {
+		for i := 0; i+1 < len(key); i += 2 {
+			if key[i] == "class" && key[i+1] == class {
+				delete(t.attrs, key)
+				break
+			}
+		}
+	}
+}
+
 // typeLabel bounds the type label: the xDS types by short name, anything
 // else a client may invent on ADS as "other".
 func typeLabel(typeURL string) string {

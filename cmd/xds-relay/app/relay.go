@@ -28,6 +28,7 @@ import (
 // filesystem source.
 type source interface {
 	Attach(*shard.Class) func(typeURL string)
+	Detach(*shard.Class)
 	Close() error
 }
 
@@ -165,9 +166,17 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		}
 		src = r.files
 	}
-	r.registry = shard.NewRegistry(classifier, func(c *shard.Class) func(string) {
+	r.registry = shard.NewRegistryWith(classifier, func(c *shard.Class) func(string) {
 		log.Info("new node class", zap.String("class", c.Name), zap.String("first_node", c.Node.GetId()))
 		return src.Attach(c)
+	}, shard.Lifecycle{
+		Linger:     cfg.NodeClasses.Linger,
+		MaxClasses: cfg.Limits.MaxClasses,
+		Drop: func(c *shard.Class) {
+			src.Detach(c) // the upstream stream is closed when it returns
+			r.tel.forgetClass(c.Name)
+			log.Info("node class dropped", zap.String("class", c.Name), zap.Duration("linger", cfg.NodeClasses.Linger))
+		},
 	})
 	r.registry.ObserveFanout(r.tel.Fanout)
 	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
@@ -333,6 +342,7 @@ func (r *Relay) Close() {
 		r.ready.Store(false)
 		r.cancel() // a Shutdown in progress ends its drain
 		r.grpcSrv.Stop()
+		r.registry.Close() // no class is dropped any more: the sources close next
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = r.adminSrv.Shutdown(ctx)

@@ -1,0 +1,388 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+)
+
+// liveMgmt is a go-control-plane v0.14 management server (snapshot cache
+// keyed by node.cluster, SotW and delta ADS) that counts its open streams.
+type liveMgmt struct {
+	Addr  string
+	Cache cachev3.SnapshotCache
+
+	srv    *grpc.Server
+	cancel context.CancelFunc
+	served chan struct{}
+
+	mu   sync.Mutex
+	open int // streams open now, SotW and delta
+}
+
+func startLiveMgmt(t *testing.T) *liveMgmt {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &liveMgmt{Addr: lis.Addr().String(), Cache: cachev3.NewSnapshotCache(false, clusterHash{}, nil),
+		srv: grpc.NewServer(), served: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	count := func(d int) {
+		m.mu.Lock()
+		m.open += d
+		m.mu.Unlock()
+	}
+	cb := serverv3.CallbackFuncs{
+		StreamOpenFunc:        func(context.Context, int64, string) error { count(1); return nil },
+		StreamClosedFunc:      func(int64, *corev3.Node) { count(-1) },
+		DeltaStreamOpenFunc:   func(context.Context, int64, string) error { count(1); return nil },
+		DeltaStreamClosedFunc: func(int64, *corev3.Node) { count(-1) },
+	}
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.srv, serverv3.NewServer(ctx, m.Cache, cb))
+	go func() {
+		defer close(m.served)
+		_ = m.srv.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		m.srv.Stop()
+		m.cancel()
+		<-m.served
+	})
+	return m
+}
+
+// Open returns how many streams are open.
+func (m *liveMgmt) Open() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.open
+}
+
+func (m *liveMgmt) Set(t *testing.T, class, version string, res map[resource.Type][]types.Resource) {
+	t.Helper()
+	snap, err := cachev3.NewSnapshot(version, res)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if err := m.Cache.SetSnapshot(context.Background(), class, snap); err != nil {
+		t.Fatalf("set snapshot: %v", err)
+	}
+}
+
+// startRelayWith starts a relay in front of upstreamAddr with a fast backoff,
+// adjusted by tune. It is closed when the test ends.
+func startRelayWith(t *testing.T, upstreamAddr, id string, tune func(*app.Config)) *app.Relay {
+	t.Helper()
+	cfg := app.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Admin = "127.0.0.1:0"
+	cfg.Upstream.Address = upstreamAddr
+	cfg.Upstream.RelayID = id
+	cfg.Upstream.Backoff.Initial = 50 * time.Millisecond
+	cfg.Upstream.Backoff.Max = 500 * time.Millisecond
+	tune(&cfg)
+	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).With(zap.String("relay", id)))
+	if err != nil {
+		t.Fatalf("app.Start: %v", err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// classNames returns the names of the relay's classes.
+func classNames(r *app.Relay) []string {
+	var out []string
+	for _, c := range r.Registry().Classes() {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// deltaState applies delta CDS responses to what a client holds (name ->
+// connect timeout seconds) until it equals want; it fails the test if the
+// deadline passes first. It returns every response applied.
+func deltaState(t *testing.T, dc *deltaADS, held map[string]int64, want map[string]int64, timeout time.Duration) []*discoveryv3.DeltaDiscoveryResponse {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var seen []*discoveryv3.DeltaDiscoveryResponse
+	for !mapsEqual(held, want) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			t.Fatalf("delta client holds %v, want %v (responses: %s)", held, want, describeDelta(seen))
+		}
+		select {
+		case resp := <-dc.resps:
+			seen = append(seen, resp)
+			for _, r := range resp.GetResources() {
+				var c clusterv3.Cluster
+				if err := r.GetResource().UnmarshalTo(&c); err != nil {
+					t.Fatal(err)
+				}
+				held[r.GetName()] = c.GetConnectTimeout().GetSeconds()
+			}
+			for _, n := range resp.GetRemovedResources() {
+				delete(held, n)
+			}
+		case <-dc.done:
+			t.Fatalf("delta stream ended: %v", dc.err)
+		case <-time.After(left):
+		}
+	}
+	return seen
+}
+
+func mapsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func describeDelta(rs []*discoveryv3.DeltaDiscoveryResponse) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "[%v -%v]", deltaResNames(r), r.GetRemovedResources())
+	}
+	return b.String()
+}
+
+// TestE2EClassRejoinDeltaUpstream is issue 11's item 3 against
+// go-control-plane over delta: the only client of a class subscribes to
+// CDS wildcard and leaves; a cluster changes and one is deleted upstream; a
+// new wildcard client of the class must get the current state, and a client
+// reconnecting with initial_resource_versions exactly the change. Within the
+// linger the lingering class answers from its cache; after it, the class is
+// dropped and a fresh class (a fresh upstream stream) answers.
+func TestE2EClassRejoinDeltaUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		linger  time.Duration
+		expired bool
+	}{{"within-linger", time.Minute, false}, {"after-linger", 50 * time.Millisecond, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			const class = "class-rejoin"
+			m := startLiveMgmt(t)
+			m.Set(t, class, "v1", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1))})
+			r := startRelayWith(t, m.Addr, "relay-rejoin", func(c *app.Config) {
+				c.Upstream.Protocol = "delta"
+				c.NodeClasses.Linger = tc.linger
+			})
+
+			first := dialDelta(t, ctx, r.Addr(), "first", class)
+			first.Subscribe(resource.ClusterType, "*")
+			resp := first.Next(10 * time.Second)
+			wantDeltaResp(t, resp, resource.ClusterType, []string{"a", "b", "c"}, nil)
+			versions := map[string]string{}
+			for _, res := range resp.GetResources() {
+				versions[res.GetName()] = res.GetVersion()
+			}
+			first.Close()
+			eventually(t, ctx, "the relay to end the first stream", func() bool { return r.Server().StreamCount() == 0 })
+			if tc.expired {
+				eventually(t, ctx, "the class to be dropped", func() bool { return !slices.Contains(classNames(r), class) })
+				eventually(t, ctx, "its upstream stream to close", func() bool { return m.Open() == 0 })
+			}
+
+			m.Set(t, class, "v2", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 2))})
+			want := map[string]int64{"a": 1, "b": 2}
+
+			late := dialDelta(t, ctx, r.Addr(), "late", class)
+			late.Subscribe(resource.ClusterType, "*")
+			deltaState(t, late, map[string]int64{}, want, 10*time.Second)
+
+			back := dialDelta(t, ctx, r.Addr(), "back", class)
+			if err := back.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType,
+				ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: versions}); err != nil {
+				t.Fatal(err)
+			}
+			seen := deltaState(t, back, map[string]int64{"a": 1, "b": 1, "c": 1}, want, 10*time.Second)
+			for _, resp := range seen {
+				if slices.Contains(deltaResNames(resp), "a") {
+					t.Errorf("reconnecting client was re-sent the unchanged cluster a: %s", describeDelta(seen))
+				}
+			}
+			if got := m.Open(); got != 1 {
+				t.Errorf("control plane has %d streams open, want the class's one", got)
+			}
+		})
+	}
+}
+
+// throwaway opens a SotW client of each class, waits for its CDS answer and
+// closes it.
+func throwaway(t *testing.T, ctx context.Context, addr string, classes []string) {
+	t.Helper()
+	clients := make([]*adsClient, len(classes))
+	for i, class := range classes {
+		clients[i] = dialADS(t, ctx, addr, "tmp-node", class)
+		clients[i].Subscribe(resource.ClusterType)
+	}
+	for i, c := range clients {
+		if got := clusterNames(t, c.Next(10*time.Second)); !slices.Equal(got, []string{classes[i]}) {
+			t.Fatalf("throwaway client of %s got %v", classes[i], got)
+		}
+		c.Close()
+	}
+}
+
+// TestE2EThrowawayClassesFreed opens and closes clients of many distinct
+// classes (issue 12 B1): once their linger has passed, every such class is
+// gone — registry, shards, upstream streams (at the control plane too),
+// status and the per-class gauge — and the class that stayed still works.
+func TestE2EThrowawayClassesFreed(t *testing.T) {
+	ctx := testContext(t)
+	m := startLiveMgmt(t)
+	m.Set(t, "real", "v1", clusters("r1"))
+	r := startRelayWith(t, m.Addr, "relay-throwaway", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
+	real := dialADS(t, ctx, r.Addr(), "real-node", "real")
+	real.Subscribe(resource.ClusterType)
+	if got := clusterNames(t, real.Next(10*time.Second)); !slices.Equal(got, []string{"r1"}) {
+		t.Fatalf("real client got %v", got)
+	}
+	baseClasses, baseShards := r.Registry().Counts()
+
+	var tmp []string
+	for i := range 40 {
+		name := fmt.Sprintf("tmp-%02d", i)
+		tmp = append(tmp, name)
+		m.Set(t, name, "v1", clusters(name))
+	}
+	throwaway(t, ctx, r.Addr(), tmp)
+	eventually(t, ctx, "the throwaway classes to be dropped", func() bool {
+		classes, shards := r.Registry().Counts()
+		return classes == baseClasses && shards == baseShards
+	})
+	if got := classNames(r); !slices.Equal(got, []string{"real"}) {
+		t.Fatalf("classes %v, want [real]", got)
+	}
+	eventually(t, ctx, "the control plane to see only the real class's stream", func() bool { return m.Open() == 1 })
+	var up struct {
+		Streams []upstreamState `json:"streams"`
+	}
+	getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/upstream", &up)
+	if len(up.Streams) != 1 || up.Streams[0].Class != "real" {
+		t.Errorf("/debug/upstream streams %+v, want the real class's only", up.Streams)
+	}
+	metrics, _ := get(t, ctx, "http://"+r.AdminAddr()+"/metrics")
+	if strings.Contains(string(metrics), `xds_relay_upstream_connected{class="tmp-`) {
+		t.Errorf("/metrics still reports dropped classes' upstream streams")
+	}
+
+	m.Set(t, "real", "v2", clusters("r1", "r2"))
+	if got := clusterNames(t, real.Next(10*time.Second)); !slices.Equal(got, []string{"r1", "r2"}) {
+		t.Fatalf("real client after the drops got %v", got)
+	}
+}
+
+// TestE2EMaxClasses caps the classes at two (issue 12 B1): a client of a
+// third class is refused with RESOURCE_EXHAUSTED naming limits.max_classes
+// while the existing classes keep working; once one of them only lingers,
+// it is evicted for the newcomer.
+func TestE2EMaxClasses(t *testing.T) {
+	ctx := testContext(t)
+	m := startLiveMgmt(t)
+	for _, c := range []string{"one", "two", "three"} {
+		m.Set(t, c, "v1", clusters(c))
+	}
+	r := startRelayWith(t, m.Addr, "relay-max", func(c *app.Config) {
+		c.Limits.MaxClasses = 2
+		c.NodeClasses.Linger = time.Hour
+	})
+	one := dialADS(t, ctx, r.Addr(), "n1", "one")
+	one.Subscribe(resource.ClusterType)
+	two := dialADS(t, ctx, r.Addr(), "n2", "two")
+	two.Subscribe(resource.ClusterType)
+	for _, c := range []*adsClient{one, two} {
+		c.Next(10 * time.Second)
+	}
+
+	three := dialADS(t, ctx, r.Addr(), "n3", "three")
+	three.Subscribe(resource.ClusterType)
+	_, err := three.next(10 * time.Second)
+	if st, _ := status.FromError(three.Err()); three.Err() == nil || st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "limits.max_classes") {
+		t.Fatalf("third class: %v, stream error %v; want RESOURCE_EXHAUSTED naming limits.max_classes", err, three.Err())
+	}
+	m.Set(t, "one", "v2", clusters("one", "one-b"))
+	if got := clusterNames(t, one.Next(10*time.Second)); !slices.Equal(got, []string{"one", "one-b"}) {
+		t.Fatalf("existing class after the refusal got %v", got)
+	}
+	if got := classNames(r); !slices.Equal(got, []string{"one", "two"}) {
+		t.Fatalf("classes %v, want [one two]", got)
+	}
+
+	two.Close()
+	eventually(t, ctx, "the relay to end two's stream", func() bool { return r.Server().StreamCount() == 1 })
+	again := dialADS(t, ctx, r.Addr(), "n3", "three")
+	again.Subscribe(resource.ClusterType)
+	if got := clusterNames(t, again.Next(10*time.Second)); !slices.Equal(got, []string{"three"}) {
+		t.Fatalf("third class after eviction got %v", got)
+	}
+	if got := classNames(r); !slices.Equal(got, []string{"one", "three"}) {
+		t.Fatalf("classes %v, want [one three] (two evicted)", got)
+	}
+	eventually(t, ctx, "the evicted class's upstream stream to close", func() bool { return m.Open() == 2 })
+}
+
+// TestE2EChainedThrowawayClasses sends throwaway classes through a relay
+// chained to another relay whose streams per connection are capped (issue
+// 12 B2): more throwaway classes than the cap, in batches, each batch served
+// and freed on both relays, and a real class served at the end.
+func TestE2EChainedThrowawayClasses(t *testing.T) {
+	ctx := testContext(t)
+	m := startLiveMgmt(t)
+	const perConn = 8
+	tier := startRelayWith(t, m.Addr, "relay-tier", func(c *app.Config) {
+		c.NodeClasses.Linger = 50 * time.Millisecond
+		c.Limits.MaxStreamsPerConnection = perConn
+	})
+	edge := startRelayWith(t, tier.Addr(), "relay-edge", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
+	for batch := range 3 {
+		var tmp []string
+		for i := range perConn - 2 {
+			name := fmt.Sprintf("tmp-%d-%d", batch, i)
+			tmp = append(tmp, name)
+			m.Set(t, name, "v1", clusters(name))
+		}
+		throwaway(t, ctx, edge.Addr(), tmp)
+		eventually(t, ctx, fmt.Sprintf("batch %d's classes to be dropped on both relays", batch), func() bool {
+			a, _ := edge.Registry().Counts()
+			b, _ := tier.Registry().Counts()
+			return a == 0 && b == 0 && m.Open() == 0
+		})
+	}
+	m.Set(t, "real", "v1", clusters("r1"))
+	real := dialADS(t, ctx, edge.Addr(), "real-node", "real")
+	real.Subscribe(resource.ClusterType)
+	if got := clusterNames(t, real.Next(10*time.Second)); !slices.Equal(got, []string{"r1"}) {
+		t.Fatalf("real client through the chain got %v", got)
+	}
+}
