@@ -23,6 +23,7 @@ type deltaSession struct {
 	stream grpc.ClientStream
 	types  map[string]*deltaTypeState
 	first  bool // the next request is the stream's first and carries the node
+	synced bool // syncInterest ran once on this stream
 }
 
 // deltaTypeState is what one delta stream subscribed to for a type URL.
@@ -54,11 +55,23 @@ func (ds *deltaSession) syncInterest() error {
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
 		if ts == nil {
 			if want.Empty() {
+				if !ds.synced {
+					// Not subscribed on this stream: what the class still
+					// holds of it will not be kept current.
+					ds.forgetUnsubscribed(typeURL, want)
+					ds.class.Requested(typeURL, want, true)
+				}
 				continue
 			}
 			ts = &deltaTypeState{}
 			ds.types[typeURL] = ts
 			req.InitialResourceVersions = ds.heldVersions(typeURL, want)
+		}
+		if ts.sub.Wildcard {
+			// Kept for the stream's life, like SotW's legacy wildcard:
+			// go-control-plane would not resend what it believes the
+			// stream holds when "*" is subscribed again.
+			want.Wildcard = true
 		}
 		req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe = subscriptionDiff(ts.sub, want)
 		ds.forgetUnsubscribed(typeURL, want)
@@ -72,6 +85,7 @@ func (ds *deltaSession) syncInterest() error {
 		}
 		ds.class.Requested(typeURL, want, true)
 	}
+	ds.synced = true
 	return nil
 }
 

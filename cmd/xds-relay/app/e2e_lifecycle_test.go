@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+	"github.com/xds-relay/xds-relay/shard"
 )
 
 // liveMgmt is a go-control-plane v0.14 management server (snapshot cache
@@ -32,19 +33,31 @@ type liveMgmt struct {
 	Addr  string
 	Cache cachev3.SnapshotCache
 
-	srv    *grpc.Server
-	cancel context.CancelFunc
-	served chan struct{}
+	srv      *grpc.Server
+	cancel   context.CancelFunc
+	served   chan struct{}
+	stopOnce sync.Once
 
 	mu   sync.Mutex
 	open int // streams open now, SotW and delta
 }
 
-func startLiveMgmt(t *testing.T) *liveMgmt {
+func startLiveMgmt(t *testing.T) *liveMgmt { return startLiveMgmtAt(t, "127.0.0.1:0") }
+
+// startLiveMgmtAt listens on addr (a stopped server's address to take its
+// place).
+func startLiveMgmtAt(t *testing.T, addr string) *liveMgmt {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var lis net.Listener
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		if lis, err = net.Listen("tcp", addr); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("listen %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond) // port still held by the previous server
 	}
 	m := &liveMgmt{Addr: lis.Addr().String(), Cache: cachev3.NewSnapshotCache(false, clusterHash{}, nil),
 		srv: grpc.NewServer(), served: make(chan struct{})}
@@ -66,12 +79,17 @@ func startLiveMgmt(t *testing.T) *liveMgmt {
 		defer close(m.served)
 		_ = m.srv.Serve(lis)
 	}()
-	t.Cleanup(func() {
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// Stop stops the server (every stream ends).
+func (m *liveMgmt) Stop() {
+	m.stopOnce.Do(func() {
 		m.srv.Stop()
 		m.cancel()
 		<-m.served
 	})
-	return m
 }
 
 // Open returns how many streams are open.
@@ -384,5 +402,107 @@ func TestE2EChainedThrowawayClasses(t *testing.T) {
 	real.Subscribe(resource.ClusterType)
 	if got := clusterNames(t, real.Next(10*time.Second)); !slices.Equal(got, []string{"r1"}) {
 		t.Fatalf("real client through the chain got %v", got)
+	}
+}
+
+// TestE2EDeltaUpstreamResubscribeExact: while a class lives (a client of
+// it stays), its CDS clients leave and come back after a change upstream.
+// go-control-plane does not resend, on the same delta stream, what it
+// believes the stream holds: a wildcard or a name subscribed again after
+// the relay unsubscribed it. The returning client must still get the
+// current state.
+func TestE2EDeltaUpstreamResubscribeExact(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		names []string
+		want  map[string]int64
+	}{
+		{"wildcard", []string{"*"}, map[string]int64{"a": 1, "b": 2}},
+		{"changed-name", []string{"b"}, map[string]int64{"b": 2}},
+		{"unchanged-name", []string{"a"}, map[string]int64{"a": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			const class = "class-resub"
+			m := startLiveMgmt(t)
+			m.Set(t, class, "v1", map[resource.Type][]types.Resource{
+				resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
+				resource.EndpointType: loadAssignments("k"),
+			})
+			r := startRelayWith(t, m.Addr, "relay-resub", func(c *app.Config) { c.Upstream.Protocol = "delta" })
+			keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
+			keeper.Subscribe(resource.EndpointType, "k")
+			wantDeltaResp(t, keeper.Next(10*time.Second), resource.EndpointType, []string{"k"}, nil)
+
+			first := dialDelta(t, ctx, r.Addr(), "first", class)
+			first.Subscribe(resource.ClusterType, tc.names...)
+			first.Next(10 * time.Second)
+			first.Close()
+			eventually(t, ctx, "the class's CDS shards to go", func() bool {
+				for _, ts := range r.Registry().Classes()[0].Status() {
+					if ts.TypeURL == resource.ClusterType {
+						return len(ts.Shards) == 0
+					}
+				}
+				return false
+			})
+
+			m.Set(t, class, "v2", map[resource.Type][]types.Resource{
+				resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 2)),
+				resource.EndpointType: loadAssignments("k"),
+			})
+			late := dialDelta(t, ctx, r.Addr(), "late", class)
+			late.Subscribe(resource.ClusterType, tc.names...)
+			deltaState(t, late, map[string]int64{}, tc.want, shard.PendingGrace+5*time.Second)
+		})
+	}
+}
+
+// TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes: a class's only
+// CDS client left (the class lives on for another client), then the
+// control plane restarted with a changed and a deleted cluster. The new
+// upstream stream does not subscribe CDS, so the class must not serve what
+// the old stream left: the next CDS client gets exactly the current state.
+func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
+	ctx := testContext(t)
+	const class = "class-forget"
+	m1 := startLiveMgmt(t)
+	v1 := map[resource.Type][]types.Resource{
+		resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
+		resource.EndpointType: loadAssignments("k"),
+	}
+	m1.Set(t, class, "v1", v1)
+	r := startRelayWith(t, m1.Addr, "relay-forget", func(c *app.Config) { c.Upstream.Protocol = "delta" })
+	keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
+	keeper.Subscribe(resource.EndpointType, "k")
+	wantDeltaResp(t, keeper.Next(10*time.Second), resource.EndpointType, []string{"k"}, nil)
+	first := dialDelta(t, ctx, r.Addr(), "first", class)
+	first.Subscribe(resource.ClusterType, "*")
+	wantDeltaResp(t, first.Next(10*time.Second), resource.ClusterType, []string{"a", "b", "c"}, nil)
+	first.Close()
+	eventually(t, ctx, "the relay to end the first stream", func() bool { return r.Server().StreamCount() == 1 })
+
+	m1.Stop()
+	m2 := startLiveMgmtAt(t, m1.Addr)
+	m2.Set(t, class, "v2", map[resource.Type][]types.Resource{
+		resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 2)),
+		resource.EndpointType: loadAssignments("k"),
+	})
+	eventually(t, ctx, "the relay to reconnect", func() bool {
+		return m2.Open() == 1 && upstreamStatus(t, ctx, r, class).State == "connected"
+	})
+	late := dialDelta(t, ctx, r.Addr(), "late", class)
+	late.Subscribe(resource.ClusterType, "*")
+	resp := late.Next(10 * time.Second)
+	got := map[string]int64{}
+	for _, res := range resp.GetResources() {
+		var c clusterv3.Cluster
+		if err := res.GetResource().UnmarshalTo(&c); err != nil {
+			t.Fatal(err)
+		}
+		got[res.GetName()] = c.GetConnectTimeout().GetSeconds()
+	}
+	if want := map[string]int64{"a": 1, "b": 2}; !mapsEqual(got, want) {
+		t.Fatalf("first CDS response after the control plane restarted holds %v, want %v", got, want)
 	}
 }
