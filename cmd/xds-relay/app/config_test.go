@@ -51,6 +51,8 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"rest with identity binding", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: x\n    node_id: y\nrest:\n  listen: 127.0.0.1:1\n", "rest.listen", 10},
 		{"bad identity regex", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: \"(\"\n    node_id: y\n", "identity.rules[0].san", 7},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
+		{"zero linger", "node_classes:\n  linger: 0s\n", "node_classes.linger", 2},
+		{"zero max classes", "limits:\n  max_classes: 0\n", "limits.max_classes", 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
