@@ -506,3 +506,28 @@ func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 		t.Fatalf("first CDS response after the control plane restarted holds %v, want %v", got, want)
 	}
 }
+
+// TestE2EFileSourceClassLifecycle: with the file source, a class dropped
+// after its linger is forgotten by the source, and a client of it coming
+// back gets a new class with the files' state.
+func TestE2EFileSourceClassLifecycle(t *testing.T) {
+	ctx := testContext(t)
+	cfg := app.DefaultConfig()
+	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Source.Dir = "../../../deploy/sample-config"
+	cfg.NodeClasses.Linger = 20 * time.Millisecond
+	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	for round := range 2 {
+		c := dialADS(t, ctx, r.Addr(), "n", "class-files")
+		c.Subscribe(resource.ClusterType)
+		if got := clusterNames(t, c.Next(10*time.Second)); !slices.Equal(got, []string{"echo-cluster"}) {
+			t.Fatalf("round %d: clusters %v", round, got)
+		}
+		c.Close()
+		eventually(t, ctx, "the class to be dropped", func() bool { return len(classNames(r)) == 0 })
+	}
+}
