@@ -1,9 +1,12 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -529,5 +532,52 @@ func TestE2EFileSourceClassLifecycle(t *testing.T) {
 		}
 		c.Close()
 		eventually(t, ctx, "the class to be dropped", func() bool { return len(classNames(r)) == 0 })
+	}
+}
+
+// TestE2ERESTClassLifecycle: a class used only by REST polls lingers with
+// its shard between polls (answered from memory), and a poll that would
+// create a class beyond limits.max_classes is refused with 429 naming it.
+func TestE2ERESTClassLifecycle(t *testing.T) {
+	ctx := testContext(t)
+	m := startLiveMgmt(t)
+	m.Set(t, "polled", "v1", clusters("p"))
+	r := startRelayWith(t, m.Addr, "relay-rest", func(c *app.Config) {
+		c.REST.Listen = "127.0.0.1:0"
+		c.Limits.MaxClasses = 1
+		c.NodeClasses.Linger = time.Hour
+	})
+	poll := func(cluster string) (int, string) {
+		body := `{"node": {"id": "rest-1", "cluster": "` + cluster + `"}}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.RESTAddr()+"/v3/discovery:clusters", bytes.NewBufferString(body))
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := poll("polled"); code != http.StatusOK || !strings.Contains(body, `"p"`) {
+		t.Fatalf("poll: %d %s", code, body)
+	}
+	status := r.Registry().Classes()[0].Status()
+	if len(status) != 1 || len(status[0].Shards) != 1 || status[0].Shards[0].Streams != 0 {
+		t.Fatalf("after the poll the lingering class holds %+v, want its CDS shard, unwatched", status)
+	}
+	// The only class lingers (no lease): a new class evicts it.
+	m.Set(t, "other", "v1", clusters("o"))
+	if code, body := poll("other"); code != http.StatusOK || !strings.Contains(body, `"o"`) {
+		t.Fatalf("poll of a second class: %d %s", code, body)
+	}
+	if got := classNames(r); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("classes %v, want [other] (polled evicted)", got)
+	}
+	// A class in use cannot be evicted.
+	c := dialADS(t, ctx, r.Addr(), "n", "other")
+	c.Subscribe(resource.ClusterType)
+	c.Next(10 * time.Second)
+	if code, body := poll("third"); code != http.StatusTooManyRequests || !strings.Contains(body, "limits.max_classes") {
+		t.Fatalf("poll beyond limits.max_classes: %d %s", code, body)
 	}
 }
