@@ -19,7 +19,7 @@ type Lifecycle struct {
 	// less: classes are never dropped (they live as long as the registry).
 	Linger time.Duration
 	// MaxClasses bounds the classes; a node that would create one more is
-	// refused (ErrMaxClasses) unless a lingering class can be evicted.
+	// refused (MaxClassesError) unless a lingering class can be evicted.
 	// Zero or less: no bound.
 	MaxClasses int
 	// Drop is called for each dropped class, outside the registry lock,
@@ -28,11 +28,11 @@ type Lifecycle struct {
 	Drop func(*Class)
 }
 
-// ErrMaxClasses is the error of a node that would create one class more than
+// MaxClassesError is the error of a node that would create one class more than
 // Lifecycle.MaxClasses while none lingers.
-type ErrMaxClasses struct{ Max int }
+type MaxClassesError struct{ Max int }
 
-func (e *ErrMaxClasses) Error() string {
+func (e *MaxClassesError) Error() string {
 	return fmt.Sprintf("limits.max_classes: xds-relay holds its limit of %d node classes, all in use; this node's class is refused", e.Max)
 }
 
@@ -114,7 +114,7 @@ func (r *Registry) ClassFor(node *corev3.Node) *Class {
 // must Release it once, before it unsubscribes its shards (so that a class
 // left by its last stream keeps them). A class that would exceed MaxClasses
 // evicts the class that has lingered longest; with none, Acquire fails with
-// *ErrMaxClasses.
+// *MaxClassesError.
 func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	name := r.classifier.Classify(node)
 	var evicted *Class
@@ -132,7 +132,7 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	if max := r.life.MaxClasses; max > 0 && len(r.classes) >= max {
 		if evicted = r.longestIdleLocked(); evicted == nil || r.closed {
 			evicted = nil
-			return nil, &ErrMaxClasses{Max: max}
+			return nil, &MaxClassesError{Max: max}
 		}
 		r.removeLocked(evicted)
 		r.drops.Add(1)

@@ -161,9 +161,9 @@ func TestMaxClasses(t *testing.T) {
 	a, _ := r.Acquire(node("a"))
 	b, _ := r.Acquire(node("b"))
 	_, err := r.Acquire(node("c"))
-	var limit *ErrMaxClasses
+	var limit *MaxClassesError
 	if !errors.As(err, &limit) || limit.Max != 2 || !contains(err.Error(), "limits.max_classes") {
-		t.Fatalf("third class: %v, want ErrMaxClasses naming limits.max_classes", err)
+		t.Fatalf("third class: %v, want MaxClassesError naming limits.max_classes", err)
 	}
 	if again, err := r.Acquire(node("a")); err != nil || again != a {
 		t.Fatalf("an existing class after the refusal: %v", err)
