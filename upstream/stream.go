@@ -53,6 +53,7 @@ const (
 // StreamStatus describes one class's upstream stream, for the admin endpoints.
 type StreamStatus struct {
 	Class      string            `json:"class"`
+	NodeID     string            `json:"node_id"` // the id the relay presents for the class
 	State      string            `json:"state"`
 	LastError  string            `json:"last_error,omitempty"`
 	Reconnects int               `json:"reconnects"`
