@@ -38,6 +38,8 @@ type telemetry struct {
 	collapses     metric.Int64Counter
 	reconnects    metric.Int64Counter
 	upstreamResps metric.Int64Counter
+	restarts      metric.Int64Counter
+	repeats       metric.Int64Counter
 	fanout        metric.Float64Histogram
 
 	attrsMu sync.RWMutex
@@ -92,6 +94,10 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	t.reconnects, e = m.Int64Counter("xds_relay_upstream_reconnects", metric.WithDescription("Upstream stream failures followed by a retry, by class."))
 	keep(e)
 	t.upstreamResps, e = m.Int64Counter("xds_relay_upstream_responses", metric.WithDescription("Upstream responses ACKed or NACKed by the relay, by class, type and result."))
+	keep(e)
+	t.restarts, e = m.Int64Counter("xds_relay_upstream_wildcard_restarts", metric.WithDescription("Upstream streams restarted at once to subscribe to a wildcard after explicit names, by class."))
+	keep(e)
+	t.repeats, e = m.Int64Counter("xds_relay_upstream_repeated_responses", metric.WithDescription("Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."))
 	keep(e)
 	t.fanout, e = m.Float64Histogram("xds_relay_fanout_duration", metric.WithDescription("Time from an upstream update to the last stream of a shard written, by type."), metric.WithUnit("s"))
 	keep(e)
@@ -209,6 +215,12 @@ func (t *telemetry) Response(class, typeURL string, accepted bool) {
 		result = "ack"
 	}
 	t.upstreamResps.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL), "result", result).add...)
+}
+func (t *telemetry) WildcardRestart(class string) {
+	t.restarts.Add(bg, 1, t.opt("class", class).add...)
+}
+func (t *telemetry) RepeatedResponse(class, typeURL string) {
+	t.repeats.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
 }
 
 // Fanout records one shard's fan-out of an update: in the histogram, and as
