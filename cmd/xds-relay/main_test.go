@@ -27,8 +27,51 @@ func TestValidateCommand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var out bytes.Buffer
-		if code := run(tc.args, &out); code != tc.wantCode || !strings.Contains(out.String(), tc.wantOut) {
+		if code := run(tc.args, &out, &out); code != tc.wantCode || !strings.Contains(out.String(), tc.wantOut) {
 			t.Errorf("run(%q) = %d, %q; want %d and output containing %q", tc.args, code, out.String(), tc.wantCode, tc.wantOut)
 		}
+	}
+}
+
+func TestCommandLineMistakesAreErrors(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{[]string{"valdate", "--config", "x.yaml"}, 2, `unknown command "valdate"`},
+		{[]string{"--listen", "127.0.0.1:0", "stray"}, 2, `unexpected argument "stray"`},
+		{[]string{"validate", "--config", "x.yaml", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"version", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"validate", "--help"}, 0, "usage: xds-relay [serve] [flags]"},
+		{[]string{"--help"}, 0, "usage: xds-relay [serve] [flags]"},
+	}
+	for _, tc := range tests {
+		var out bytes.Buffer
+		if code := run(tc.args, &out, &out); code != tc.wantCode || !strings.Contains(out.String(), tc.wantOut) {
+			t.Errorf("run(%q) = %d, %q; want %d and output containing %q", tc.args, code, out.String(), tc.wantCode, tc.wantOut)
+		}
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"version"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("version exited %d: %s", code, stderr.String())
+	}
+	got := stdout.String()
+	if !strings.HasPrefix(got, "xds-relay ") || !strings.Contains(got, "revision ") || !strings.Contains(got, "go1.") {
+		t.Errorf("version printed %q; want the module version, the revision and the Go version", got)
+	}
+}
+
+func TestStartErrorIsOneLine(t *testing.T) {
+	var out bytes.Buffer
+	code := run([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--source", filepath.Join(t.TempDir(), "missing")}, &out, &out)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; output %q", code, out.String())
+	}
+	if lines := strings.Count(strings.TrimSpace(out.String()), "\n") + 1; lines != 1 || !strings.Contains(out.String(), "missing") {
+		t.Errorf("output %q; want one line naming the directory", out.String())
 	}
 }
