@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateCommand(t *testing.T) {
@@ -74,4 +79,77 @@ func TestStartErrorIsOneLine(t *testing.T) {
 	if lines := strings.Count(strings.TrimSpace(out.String()), "\n") + 1; lines != 1 || !strings.Contains(out.String(), "missing") {
 		t.Errorf("output %q; want one line naming the directory", out.String())
 	}
+}
+
+func TestValidateChecksTheSourceDirectory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "relay.yaml")
+	_ = os.WriteFile(cfg, []byte("source:\n  dir: "+filepath.Join(dir, "missing")+"\n"), 0o600)
+	var out bytes.Buffer
+	if code := run([]string{"validate", "--config", cfg}, &out, &out); code != 1 || !strings.Contains(out.String(), "relay.yaml: source.dir:") || !strings.Contains(out.String(), "missing") {
+		t.Errorf("validate of a missing source.dir: exit %d, %q; want 1 naming relay.yaml, source.dir and the path", code, out.String())
+	}
+}
+
+// TestBinaryServesEmbeddedSampleFromAnyDirectory builds the binary, starts
+// it with no flags from an empty directory, and checks that it serves the
+// embedded sample: /readyz answers and /debug/upstream names the sample.
+func TestBinaryServesEmbeddedSampleFromAnyDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "xds-relay")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	empty := t.TempDir()
+	admin := freeAddr(t)
+	cmd := exec.Command(bin, "--listen", freeAddr(t), "--admin", admin)
+	cmd.Dir = empty
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("relay log:\n%s", logs.String())
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never answered 200 (last error %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + admin + "/debug/upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "embedded sample") || !strings.Contains(string(body), "clusters.yaml") {
+		t.Errorf("/debug/upstream = %s; want the embedded sample and its files", body)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

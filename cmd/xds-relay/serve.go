@@ -24,7 +24,7 @@ func serve(args []string, _, stderr io.Writer) int {
 	admin := fs.String("admin", "", "admin HTTP listen address (default 127.0.0.1:19000)")
 	upstreamAddr := fs.String("upstream", "", "control plane HOST:PORT (plaintext); empty: serve from --source")
 	upstreamProto := fs.String("upstream-protocol", "", "protocol spoken to the control plane: sotw or delta (default sotw)")
-	sourceDir := fs.String("source", "", "directory of YAML/JSON resources served when there is no upstream (default deploy/sample-config)")
+	sourceDir := fs.String("source", "", "directory of YAML/JSON resources to serve and watch when there is no upstream (default: the sample embedded in the binary)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "%s\nflags:\n", usageHead)
 		fs.PrintDefaults()

@@ -31,7 +31,15 @@ func validate(args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "xds-relay validate: --config FILE is required")
 		return 2
 	}
-	if _, err := app.LoadConfig(*configPath); err != nil {
+	cfg, err := app.LoadConfig(*configPath)
+	if err == nil {
+		err = cfg.CheckPaths()
+		var ce *app.ConfigError
+		if errors.As(err, &ce) {
+			ce.File = *configPath
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1
 	}
