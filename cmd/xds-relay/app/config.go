@@ -120,6 +120,8 @@ type BackoffConfig struct {
 
 // SourceConfig is the filesystem source used when no upstream is set.
 type SourceConfig struct {
+	// Dir is the directory of resource files to serve and watch; empty
+	// serves the sample embedded in the binary (deploy/sample-config).
 	Dir string `yaml:"dir"`
 }
 
@@ -170,7 +172,7 @@ func DefaultConfig() Config {
 			Protocol: "sotw",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
-		Source: SourceConfig{Dir: "deploy/sample-config"},
+		Source: SourceConfig{}, // no dir: the embedded sample
 		Log:    LogConfig{Level: "info", Format: "console"},
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
 			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10},
@@ -247,8 +249,6 @@ func (c *Config) Validate() error {
 		if err := checkHostPort(c.Upstream.Address); err != nil {
 			return bad("upstream.address", "%v", err)
 		}
-	} else if c.Source.Dir == "" {
-		return bad("source.dir", "required when upstream.address is empty")
 	}
 	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
 		return bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -59,6 +60,9 @@ type gauges struct {
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	reg := promclient.NewRegistry()
+	// The Go runtime's and the process's own series (go_*, process_*), as
+	// every Prometheus-instrumented server has them.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
@@ -159,7 +160,11 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		}
 		src = r.upstream
 	} else {
-		r.files, err = filesource.New(cfg.Source.Dir, log.Named("source"))
+		if cfg.Source.Dir == "" {
+			r.files, err = filesource.NewFixed(sampleconfig.FS, sampleconfig.Name, log.Named("source"))
+		} else {
+			r.files, err = filesource.New(cfg.Source.Dir, log.Named("source"))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
