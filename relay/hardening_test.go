@@ -253,3 +253,29 @@ func TestHugeClusterNameLogsBounded(t *testing.T) {
 		t.Fatalf("%d log bytes for 10 refused clients", n)
 	}
 }
+
+// REST polls get the same input bounds (400 naming the limit), and a
+// refused node makes no class.
+func TestRESTInputBounds(t *testing.T) {
+	h := newHarness(t)
+	ts := restServer(t, h, 0)
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"long node id", `{"node":{"id":"` + strings.Repeat("i", 2000) + `","cluster":"c2"}}`, "limits.max_node_id_bytes"},
+		{"long class name", `{"node":{"id":"n","cluster":"` + strings.Repeat("c", 1000) + `"}}`, "limits.max_class_name_bytes"},
+		{"large node", `{"node":{"id":"n","cluster":"c3","metadata":{"m":"` + strings.Repeat("m", 70<<10) + `"}}}`, "limits.max_node_bytes"},
+		{"long name", `{"node":{"id":"n","cluster":"c4"},"resource_names":["` + strings.Repeat("x", 3000) + `"]}`, "limits.max_resource_name_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := do(context.Background(), ts, "POST", "/v3/discovery:clusters", []byte(tc.body))
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			wantError(t, res, 400, tc.want)
+		})
+	}
+	if got := len(h.registry.Classes()); got != 1 {
+		t.Fatalf("%d classes, want only the harness's", got)
+	}
+}
