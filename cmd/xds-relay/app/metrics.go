@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -45,6 +46,8 @@ type telemetry struct {
 
 	attrsMu sync.RWMutex
 	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
+
+	classes classLabels // bounds the class label
 }
 
 var (
@@ -125,12 +128,21 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 			if g.upstreamUp == nil {
 				return nil
 			}
+			// Classes folded into one label are up only if all of them are.
+			byLabel := map[string]bool{}
 			for class, up := range g.upstreamUp() {
+				l := t.classes.label(class)
+				if prev, ok := byLabel[l]; ok {
+					up = up && prev
+				}
+				byLabel[l] = up
+			}
+			for l, up := range byLabel {
 				v := int64(0)
 				if up {
 					v = 1
 				}
-				o.Observe(v, metric.WithAttributes(attribute.String("class", class)))
+				o.Observe(v, metric.WithAttributes(attribute.String("class", l)))
 			}
 			return nil
 		}))
@@ -183,6 +195,54 @@ func typeLabel(typeURL string) string {
 	return "other"
 }
 
+// maxClassLabelBytes cuts a class label value (class names are bounded by
+// limits.max_class_name_bytes already; this is what a series can hold).
+const maxClassLabelBytes = 128
+
+// classLabels bounds the class label: the first max class names seen
+// (limits.max_metric_classes) keep a series of their own, cut to
+// maxClassLabelBytes; later ones are counted as "other". Whoever can name a
+// class (any client, with the default rule) cannot grow /metrics.
+type classLabels struct {
+	max  int // set before use, read-only; 0: 256
+	mu   sync.RWMutex
+	seen map[string]string // class -> label; guarded by mu
+}
+
+func (c *classLabels) label(class string) string {
+	c.mu.RLock()
+	l, ok := c.seen[class]
+	full := len(c.seen) >= c.limit()
+	c.mu.RUnlock()
+	switch {
+	case ok:
+		return l
+	case full:
+		return "other"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, ok := c.seen[class]; ok {
+		return l
+	}
+	if len(c.seen) >= c.limit() {
+		return "other"
+	}
+	if c.seen == nil {
+		c.seen = map[string]string{}
+	}
+	l = clientlog.Truncate(class, maxClassLabelBytes)
+	c.seen[class] = l
+	return l
+}
+
+func (c *classLabels) limit() int {
+	if c.max <= 0 {
+		return 256
+	}
+	return c.max
+}
+
 var bg = context.Background()
 
 func (t *telemetry) StreamOpened(variant string) {
@@ -204,21 +264,23 @@ func (t *telemetry) Pushed(variant, typeURL string, bytes int) {
 	t.pushBytes.Add(bg, int64(bytes), o.add...)
 }
 func (t *telemetry) ClientACK(class, typeURL string) {
-	t.clientACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
+	t.clientACKs.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) ClientNACK(class, typeURL string) {
-	t.clientNACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
+	t.clientNACKs.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) QueueCollapsed(variant string) {
 	t.collapses.Add(bg, 1, t.opt("variant", variant).add...)
 }
-func (t *telemetry) Reconnecting(class string) { t.reconnects.Add(bg, 1, t.opt("class", class).add...) }
+func (t *telemetry) Reconnecting(class string) {
+	t.reconnects.Add(bg, 1, t.opt("class", t.classes.label(class)).add...)
+}
 func (t *telemetry) Response(class, typeURL string, accepted bool) {
 	result := "nack"
 	if accepted {
 		result = "ack"
 	}
-	t.upstreamResps.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL), "result", result).add...)
+	t.upstreamResps.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL), "result", result).add...)
 }
 func (t *telemetry) WildcardRestart(class string) {
 	t.restarts.Add(bg, 1, t.opt("class", class).add...)
