@@ -34,6 +34,10 @@ type Config struct {
 	Tracing     TracingConfig   `yaml:"tracing"`
 	TLS         TLSConfig       `yaml:"tls"`
 	Identity    IdentityConfig  `yaml:"identity"`
+
+	// AdminTokenFile, if set, holds the bearer token every admin endpoint
+	// but /healthz, /readyz and /metrics requires.
+	AdminTokenFile string `yaml:"admin_token_file"`
 }
 
 // TLSConfig is the downstream listener's TLS. Files are reloaded when they

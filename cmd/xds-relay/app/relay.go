@@ -55,6 +55,7 @@ type Relay struct {
 	closing  context.Context    // ended by cancel (Close)
 	ready    atomic.Bool        // the downstream listener serves
 	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
+	adminTok *adminToken        // nil: the admin endpoints are open (admin_token_file unset)
 	tel      *telemetry         // metrics, served on /metrics
 	// tracerProvider traces upstream responses and fan-outs; stopTracing
 	// flushes it.
@@ -207,7 +208,18 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		_ = src.Close()
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
 	}
-	r.adminSrv = &http.Server{Handler: r.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.AdminTokenFile != "" {
+		if r.adminTok, err = newAdminToken(cfg.AdminTokenFile, log.Named("admin")); err != nil {
+			_ = r.lis.Close()
+			_ = r.adminLis.Close()
+			_ = src.Close()
+			return nil, err
+		}
+	} else if !loopback(cfg.Admin) {
+		log.Warn("the admin port is not on loopback and has no admin_token_file: anyone who reaches it can read /debug/, pprof and change the log level",
+			zap.String("admin", cfg.Admin))
+	}
+	r.adminSrv = &http.Server{Handler: requireToken(r.adminTok, r.adminHandler()), ReadHeaderTimeout: 10 * time.Second}
 	if cfg.REST.Listen != "" {
 		if r.restLis, err = net.Listen("tcp", cfg.REST.Listen); err != nil {
 			_ = r.lis.Close()
