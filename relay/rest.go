@@ -11,6 +11,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -83,6 +84,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		http.Error(w, err.Error(), status)
 		return
 	}
+	// The same checks as a gRPC stream's, before anything is created.
+	if status, err := s.restAuthorize(r, typeURL, req.GetNode()); err != nil {
+		http.Error(w, grpcMessage(err), status)
+		return
+	}
 	class := s.registry.ClassFor(req.GetNode())
 	wrapped := slices.Contains(req.GetNode().GetClientFeatures(), FeatureResourceInSotW)
 	names := req.GetResourceNames()
@@ -141,6 +147,15 @@ func (s *Server) readRESTRequest(w http.ResponseWriter, r *http.Request, typeURL
 		return nil, http.StatusBadRequest, fmt.Errorf("resource_names: %d names exceed the limit of %d", len(req.GetResourceNames()), max)
 	}
 	return req, 0, nil
+}
+
+// grpcMessage is a gRPC status error's message, without the "rpc error:
+// code = ..." wrapping.
+func grpcMessage(err error) string {
+	if st, ok := grpcstatus.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
 }
 
 // protoMessage is err's text without protojson's "proto:" prefix (which the

@@ -48,7 +48,7 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad rule regex", "node_classes:\n  rules:\n  - field: id\n    regex: \"(\"\n", "node_classes.rules[0].regex", 4},
 		{"bad rule field", "node_classes:\n  rules:\n  - field: idd\n", "node_classes.rules[0].field", 3},
 		{"bad log level", "log:\n  level: loud\n", "log.level", 2},
-		{"rest with identity binding", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: x\n    node_id: y\nrest:\n  listen: 127.0.0.1:1\n", "rest.listen", 10},
+		{"plaintext rest with client certificates", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nrest:\n  listen: 127.0.0.1:1\n  plaintext: true\n", "rest.plaintext", 7},
 		{"bad identity regex", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: \"(\"\n    node_id: y\n", "identity.rules[0].san", 7},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
 		// Flow style: several keys share a line; the error names the one at fault.
@@ -77,6 +77,21 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 				t.Fatalf("message %q must name the file and key", err)
 			}
 		})
+	}
+}
+
+// REST follows the xDS listener's TLS: with client certificates and identity
+// rules it is served over mTLS with the rules applied, so the combination is
+// valid; only an explicit rest.plaintext beside tls.client_ca_file is not.
+func TestParseConfigRESTWithMTLS(t *testing.T) {
+	for _, y := range []string{
+		"tls: {cert_file: c, key_file: k, client_ca_file: ca}\nrest: {listen: 127.0.0.1:1}\n",
+		"tls: {cert_file: c, key_file: k, client_ca_file: ca}\nidentity: {rules: [{san: x, node_id: y}]}\nrest: {listen: 127.0.0.1:1}\n",
+		"tls: {cert_file: c, key_file: k}\nrest: {listen: 127.0.0.1:1, plaintext: true}\n",
+	} {
+		if _, err := ParseConfig("relay.yaml", []byte(y)); err != nil {
+			t.Errorf("%q: %v", y, err)
+		}
 	}
 }
 
