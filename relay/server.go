@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -40,6 +41,23 @@ type Options struct {
 	// MaxCollapses disconnects a chronic laggard: a client whose queue
 	// overflowed this many times (default 10; negative: never).
 	MaxCollapses int
+	// FirstRequestTimeout ends a stream that sends no request within it
+	// (default 30s), so streams that ask for nothing do not hold a slot of
+	// MaxStreams.
+	FirstRequestTimeout time.Duration
+	// Input bounds, checked before a value is stored, logged or used as a
+	// label (see validate.go): MaxTypeURLBytes (default 256),
+	// MaxResourceNameBytes (default 2048), MaxNodeBytes (the encoded Node,
+	// default 65536), MaxNodeIDBytes (default 1024), MaxClassNameBytes (the
+	// class the node maps to, default 256).
+	MaxTypeURLBytes      int
+	MaxResourceNameBytes int
+	MaxNodeBytes         int
+	MaxNodeIDBytes       int
+	MaxClassNameBytes    int
+	// ClientLog gates every log line a client triggers (default 20 lines a
+	// second, fields cut to 1024 bytes).
+	ClientLog *clientlog.Gate
 	// Authorize, if set, decides whether the stream's peer (its context
 	// holds the peer and its certificates) may claim node for class; an
 	// error ends the stream before anything is sent (use PermissionDenied).
@@ -73,6 +91,20 @@ func (o Options) withDefaults() Options {
 	if o.MaxCollapses == 0 {
 		o.MaxCollapses = 10
 	}
+	if o.FirstRequestTimeout <= 0 {
+		o.FirstRequestTimeout = 30 * time.Second
+	}
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&o.MaxTypeURLBytes, 256}, {&o.MaxResourceNameBytes, 2048}, {&o.MaxNodeBytes, 64 << 10}, {&o.MaxNodeIDBytes, 1024}, {&o.MaxClassNameBytes, 256}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if o.ClientLog == nil {
+		o.ClientLog = clientlog.NewGate(20, 1024)
+	}
 	return o
 }
 
@@ -83,7 +115,7 @@ type Server struct {
 	log      *zap.Logger
 	opts     Options
 	metrics  Metrics
-	nackLog  *rateLimiter
+	clog     *clientlog.Gate // every client-triggered log line passes it
 
 	nextID atomic.Uint64
 
@@ -109,12 +141,13 @@ var (
 
 // NewServer returns a server over registry.
 func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server {
+	opts = opts.withDefaults()
 	return &Server{
 		registry: registry,
 		log:      log,
-		opts:     opts.withDefaults(),
-		metrics:  opts.withDefaults().Metrics,
-		nackLog:  newRateLimiter(time.Second, 20),
+		opts:     opts,
+		metrics:  opts.Metrics,
+		clog:     opts.ClientLog,
 		streams:  map[downstream]struct{}{},
 	}
 }
@@ -153,7 +186,7 @@ func unknownMethod(_ any, stream grpc.ServerStream) error {
 func (s *Server) serveSotW(t sotwTransport, fixedType, variant string) error {
 	st := &sotwStream{
 		streamBase: newStreamBase(s, t.Context(), fixedType, variant),
-		transport:  t,
+		transport:  decodingSotW(t),
 		types:      map[string]*typeSub{},
 	}
 	return s.track(st, &st.streamBase, st.run)
@@ -176,8 +209,10 @@ func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 	s.metrics.StreamOpened(b.variant)
 	err := run()
 	s.metrics.StreamClosed(b.variant, disconnectReason(err))
-	if err != nil && status.Code(err) != codes.Canceled {
-		b.logger().Debug("stream ended", zap.Error(err))
+	if err != nil && status.Code(err) != codes.Canceled && s.log.Core().Enabled(zap.DebugLevel) {
+		if ok, dropped := s.clog.Allow(); ok {
+			b.logger().Debug("stream ended", s.clog.String("error", status.Convert(err).Message()), zap.Stringer("code", status.Code(err)), dropped)
+		}
 	}
 	return err
 }
@@ -189,8 +224,8 @@ func (s *Server) forget(st downstream) {
 }
 
 func (s *Server) logNACK(logger func() *zap.Logger, typeURL, version, msg string) {
-	if s.nackLog.allow() {
-		logger().Warn("client rejected a response", zap.String("type_url", typeURL), zap.String("version", version), zap.String("error", msg))
+	if ok, dropped := s.clog.Allow(); ok {
+		logger().Warn("client rejected a response", s.clog.String("type_url", typeURL), s.clog.String("version", version), s.clog.String("error", msg), dropped)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -75,9 +76,11 @@ func (st *Status) clone() Status {
 // Class.mu, then whatever shard watchers lock; pendMu is a leaf.
 type Source struct {
 	// Set at construction, read-only.
-	dir  string
-	log  *zap.Logger
-	wake dedup.Signal // interest changes for Run to re-apply
+	dir   string // the directory, or a label such as "embedded sample" when fixed
+	fsys  fs.FS  // the files: os.DirFS(dir), or an embedded file system
+	fixed bool   // fsys never changes (embedded): Run watches nothing
+	log   *zap.Logger
+	wake  dedup.Signal // interest changes for Run to re-apply
 
 	running atomic.Bool
 	status  atomic.Pointer[Status] // immutable once stored; written under mu
@@ -124,8 +127,25 @@ func New(dir string, log *zap.Logger) (*Source, error) {
 	if dir == "" {
 		return nil, errors.New("filesource: directory is empty")
 	}
+	dir = filepath.Clean(dir)
+	return newSource(os.DirFS(dir), dir, false, log)
+}
+
+// NewFixed serves the files at the root of fsys, which never change (an
+// embedded file system, such as the relay's built-in sample): Run follows no
+// changes. name labels it in errors, logs and the status.
+func NewFixed(fsys fs.FS, name string, log *zap.Logger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return newSource(fsys, name, true, log)
+}
+
+func newSource(fsys fs.FS, dir string, fixed bool, log *zap.Logger) (*Source, error) {
 	s := &Source{
-		dir:     filepath.Clean(dir),
+		dir:     dir,
+		fsys:    fsys,
+		fixed:   fixed,
 		log:     log,
 		wake:    dedup.NewSignal(),
 		state:   map[string]*typeState{},
@@ -133,7 +153,7 @@ func New(dir string, log *zap.Logger) (*Source, error) {
 		applied: map[*shard.Class]map[string]bool{},
 	}
 	s.status.Store(&Status{Dir: s.dir, Resources: map[string]int{}})
-	snap, err := load(s.dir)
+	snap, err := load(s.fsys, s.dir)
 	if err == nil {
 		err = snap.checkNotEmpty(s.dir)
 	}
@@ -322,12 +342,13 @@ func isConfigFile(name string) bool {
 	return false
 }
 
-// load reads every config file of dir (not recursively; symlinks are
-// followed, so a Kubernetes ConfigMap volume works) into a snapshot.
-func load(dir string) (*snapshot, error) {
-	entries, err := os.ReadDir(dir)
+// load reads every config file at the root of fsys (not recursively;
+// symlinks are followed, so a Kubernetes ConfigMap volume works) into a
+// snapshot; dir names fsys in errors.
+func load(fsys fs.FS, dir string) (*snapshot, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("filesource: %w", err)
+		return nil, fmt.Errorf("filesource: %s: %w", dir, err)
 	}
 	snap := &snapshot{files: []string{}, types: map[string]*typeState{}}
 	type origin struct{ file, where string }
@@ -338,16 +359,16 @@ func load(dir string) (*snapshot, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		fi, err := os.Stat(path)
+		fi, err := fs.Stat(fsys, e.Name())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		if !fi.Mode().IsRegular() {
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		resources, lines, err := parseFile(path, data)
 		if err != nil {

@@ -33,7 +33,7 @@ func (r *Relay) adminHandler() http.Handler {
 			Types   int    `json:"types"`
 			Streams int    `json:"subscriptions"`
 		}
-		var out []classJSON
+		out := []classJSON{} // [] when there is none, not null
 		for _, c := range r.registry.Classes() {
 			cj := classJSON{Name: c.Name, Node: c.Node.GetId()}
 			for _, ts := range c.Status() {
@@ -75,8 +75,11 @@ func (r *Relay) adminHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", r.tel.handler)
 	if r.level != nil {
-		mux.Handle("/debug/logging", r.level) // GET: {"level":...}; PUT {"level":"debug"}
+		mux.Handle("/debug/logging", levelHandler(*r.level))
 	}
+	mux.HandleFunc("GET /debug/{$}", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, adminIndex(r.level != nil))
+	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -29,6 +29,7 @@ type Config struct {
 	NodeClasses NodeClassConfig `yaml:"node_classes"`
 	Log         LogConfig       `yaml:"log"`
 	Limits      LimitsConfig    `yaml:"limits"`
+	Server      ServerConfig    `yaml:"server"`
 	Drain       DrainConfig     `yaml:"drain"`
 	REST        RESTConfig      `yaml:"rest"`
 	Tracing     TracingConfig   `yaml:"tracing"`
@@ -74,6 +75,17 @@ type UpstreamTLSConfig struct {
 	CertFile   string `yaml:"cert_file"`
 	KeyFile    string `yaml:"key_file"`
 	ServerName string `yaml:"server_name"`
+}
+
+// ServerConfig is the downstream gRPC server's connection limits (see
+// relay.ConnLimits).
+type ServerConfig struct {
+	MaxHeaderListBytes int           `yaml:"max_header_list_bytes"`
+	ConnectionTimeout  time.Duration `yaml:"connection_timeout"`
+	KeepaliveTime      time.Duration `yaml:"keepalive_time"`
+	KeepaliveTimeout   time.Duration `yaml:"keepalive_timeout"`
+	KeepaliveMinTime   time.Duration `yaml:"keepalive_min_time"`
+	MaxConnectionIdle  time.Duration `yaml:"max_connection_idle"`
 }
 
 // DrainConfig is how the relay hands its clients to its peers.
@@ -131,6 +143,8 @@ type BackoffConfig struct {
 
 // SourceConfig is the filesystem source used when no upstream is set.
 type SourceConfig struct {
+	// Dir is the directory of resource files to serve and watch; empty
+	// serves the sample embedded in the binary (deploy/sample-config).
 	Dir string `yaml:"dir"`
 }
 
@@ -150,6 +164,10 @@ type RuleConfig struct {
 type LogConfig struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
+	// ClientLinesPerSecond bounds the log lines clients trigger (NACKs, new
+	// classes, ended streams); MaxFieldBytes cuts each client-supplied field.
+	ClientLinesPerSecond int `yaml:"client_lines_per_second"`
+	MaxFieldBytes        int `yaml:"max_field_bytes"`
 }
 
 // LimitsConfig bounds what one client may ask for.
@@ -170,6 +188,17 @@ type LimitsConfig struct {
 	// MaxCollapses disconnects a client whose queue overflowed this many
 	// times (a chronic laggard); 0 never disconnects.
 	MaxCollapses int `yaml:"max_collapses"`
+	// FirstRequestTimeout ends a stream that sends no request within it.
+	FirstRequestTimeout time.Duration `yaml:"first_request_timeout"`
+	// Input bounds (see relay.Options).
+	MaxTypeURLBytes      int `yaml:"max_type_url_bytes"`
+	MaxResourceNameBytes int `yaml:"max_resource_name_bytes"`
+	MaxNodeBytes         int `yaml:"max_node_bytes"`
+	MaxNodeIDBytes       int `yaml:"max_node_id_bytes"`
+	MaxClassNameBytes    int `yaml:"max_class_name_bytes"`
+	// MaxMetricClasses: class label values beyond this many fold into
+	// "other".
+	MaxMetricClasses int `yaml:"max_metric_classes"`
 }
 
 // DefaultConfig is the configuration with every default filled in.
@@ -181,10 +210,14 @@ func DefaultConfig() Config {
 			Protocol: "sotw",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
-		Source: SourceConfig{Dir: "deploy/sample-config"},
-		Log:    LogConfig{Level: "info", Format: "console"},
+		Source: SourceConfig{}, // no dir: the embedded sample
+		Log:    LogConfig{Level: "info", Format: "console", ClientLinesPerSecond: 20, MaxFieldBytes: 1024},
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
-			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10},
+			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
+			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxNodeBytes: 64 << 10,
+			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256},
+		Server: ServerConfig{MaxHeaderListBytes: 64 << 10, ConnectionTimeout: 10 * time.Second, KeepaliveTime: 2 * time.Minute,
+			KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 15 * time.Second, MaxConnectionIdle: 5 * time.Minute},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
@@ -258,8 +291,6 @@ func (c *Config) Validate() error {
 		if err := checkHostPort(c.Upstream.Address); err != nil {
 			return bad("upstream.address", "%v", err)
 		}
-	} else if c.Source.Dir == "" {
-		return bad("source.dir", "required when upstream.address is empty")
 	}
 	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
 		return bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)
@@ -301,6 +332,15 @@ func (c *Config) Validate() error {
 		{"limits.max_streams_per_connection", c.Limits.MaxStreamsPerConnection},
 		{"limits.max_message_bytes", c.Limits.MaxMessageBytes},
 		{"limits.request_burst", c.Limits.RequestBurst},
+		{"limits.max_type_url_bytes", c.Limits.MaxTypeURLBytes},
+		{"limits.max_resource_name_bytes", c.Limits.MaxResourceNameBytes},
+		{"limits.max_node_bytes", c.Limits.MaxNodeBytes},
+		{"limits.max_node_id_bytes", c.Limits.MaxNodeIDBytes},
+		{"limits.max_class_name_bytes", c.Limits.MaxClassNameBytes},
+		{"limits.max_metric_classes", c.Limits.MaxMetricClasses},
+		{"server.max_header_list_bytes", c.Server.MaxHeaderListBytes},
+		{"log.client_lines_per_second", c.Log.ClientLinesPerSecond},
+		{"log.max_field_bytes", c.Log.MaxFieldBytes},
 	} {
 		if lim.v < 1 {
 			return bad(lim.key, "must be at least 1, got %d", lim.v)
@@ -308,6 +348,27 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Limits.RequestsPerSecond > 0) || math.IsInf(c.Limits.RequestsPerSecond, 0) { // NaN fails too
 		return bad("limits.requests_per_second", "must be positive, got %v", c.Limits.RequestsPerSecond)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"limits.first_request_timeout", c.Limits.FirstRequestTimeout},
+		{"server.connection_timeout", c.Server.ConnectionTimeout},
+		{"server.keepalive_time", c.Server.KeepaliveTime},
+		{"server.keepalive_timeout", c.Server.KeepaliveTimeout},
+		{"server.keepalive_min_time", c.Server.KeepaliveMinTime},
+		{"server.max_connection_idle", c.Server.MaxConnectionIdle},
+	} {
+		if d.v <= 0 {
+			return bad(d.key, "must be positive, got %v", d.v)
+		}
+	}
+	if c.Server.MaxHeaderListBytes < 1024 {
+		return bad("server.max_header_list_bytes", "must be at least 1024 (a gRPC request's headers), got %d", c.Server.MaxHeaderListBytes)
+	}
+	if c.Log.MaxFieldBytes < 64 {
+		return bad("log.max_field_bytes", "must be at least 64, got %d", c.Log.MaxFieldBytes)
 	}
 	if c.Limits.MaxCollapses < 0 {
 		return bad("limits.max_collapses", "must not be negative (0: never disconnect), got %d", c.Limits.MaxCollapses)

@@ -17,9 +17,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
+	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
 	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
@@ -161,14 +162,23 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		}
 		src = r.upstream
 	} else {
-		r.files, err = filesource.New(cfg.Source.Dir, log.Named("source"))
+		if cfg.Source.Dir == "" {
+			r.files, err = filesource.NewFixed(sampleconfig.FS, sampleconfig.Name, log.Named("source"))
+		} else {
+			r.files, err = filesource.New(cfg.Source.Dir, log.Named("source"))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
 		src = r.files
 	}
+	// One gate for every log line a client triggers, here and downstream.
+	clientLog := clientlog.NewGate(cfg.Log.ClientLinesPerSecond, cfg.Log.MaxFieldBytes)
+	r.tel.classes.max = cfg.Limits.MaxMetricClasses
 	r.registry = shard.NewRegistry(classifier, func(c *shard.Class) func(string) {
-		log.Info("new node class", zap.String("class", c.Name), zap.String("first_node", c.Node.GetId()))
+		if ok, dropped := clientLog.Allow(); ok {
+			log.Info("new node class", clientLog.String("class", c.Name), clientLog.String("first_node", c.Node.GetId()), dropped)
+		}
 		return src.Attach(c)
 	})
 	r.registry.ObserveFanout(r.tel.Fanout)
@@ -182,21 +192,32 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		Authorize:         authorize,
 		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
+
+		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
+		MaxTypeURLBytes:      cfg.Limits.MaxTypeURLBytes,
+		MaxResourceNameBytes: cfg.Limits.MaxResourceNameBytes,
+		MaxNodeBytes:         cfg.Limits.MaxNodeBytes,
+		MaxNodeIDBytes:       cfg.Limits.MaxNodeIDBytes,
+		MaxClassNameBytes:    cfg.Limits.MaxClassNameBytes,
+		ClientLog:            clientLog,
 	})
 	grpcOpts := append(relay.ServerOptions(),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(uint32(cfg.Limits.MaxStreamsPerConnection)),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxMessageBytes),
 	)
+	grpcOpts = append(grpcOpts, relay.ConnLimits{
+		MaxHeaderListBytes: cfg.Server.MaxHeaderListBytes,
+		ConnectionTimeout:  cfg.Server.ConnectionTimeout,
+		KeepaliveTime:      cfg.Server.KeepaliveTime,
+		KeepaliveTimeout:   cfg.Server.KeepaliveTimeout,
+		KeepaliveMinTime:   cfg.Server.KeepaliveMinTime,
+		MaxConnectionIdle:  cfg.Server.MaxConnectionIdle,
+		// drain.max_connection_age: see docs/operations.md, "Rebalancing".
+		MaxConnectionAge:      cfg.Drain.MaxConnectionAge,
+		MaxConnectionAgeGrace: cfg.Drain.MaxConnectionAgeGrace,
+	}.ServerOptions()...)
 	if serverTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
-	}
-	if age := cfg.Drain.MaxConnectionAge; age > 0 {
-		// gRPC jitters the age by ±10% and sends GOAWAY: clients reconnect,
-		// through the Service, spreading over the relays after a scale-out.
-		grpcOpts = append(grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{
-			MaxConnectionAge: age, MaxConnectionAgeGrace: cfg.Drain.MaxConnectionAgeGrace,
-		}))
 	}
 	r.grpcSrv = grpc.NewServer(grpcOpts...)
 	r.server.Register(r.grpcSrv)
