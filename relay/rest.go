@@ -85,6 +85,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		http.Error(w, err.Error(), status)
 		return
 	}
+	// The same checks as a gRPC stream's, before anything is created.
+	if code, err := s.restAuthorize(r, typeURL, req.GetNode()); err != nil {
+		http.Error(w, grpcMessage(err), code)
+		return
+	}
 	class := s.registry.ClassFor(req.GetNode())
 	wrapped := slices.Contains(req.GetNode().GetClientFeatures(), FeatureResourceInSotW)
 	names := req.GetResourceNames()
@@ -149,6 +154,15 @@ func (s *Server) readRESTRequest(w http.ResponseWriter, r *http.Request, typeURL
 		return nil, http.StatusBadRequest, fmt.Errorf("resource_names: %d names exceed the limit of %d", len(req.GetResourceNames()), max)
 	}
 	return req, 0, nil
+}
+
+// grpcMessage is a gRPC status error's message, without the "rpc error:
+// code = ..." wrapping.
+func grpcMessage(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
 }
 
 // protoMessage is err's text without protojson's "proto:" prefix (which the

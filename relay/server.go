@@ -62,6 +62,11 @@ type Options struct {
 	// holds the peer and its certificates) may claim node for class; an
 	// error ends the stream before anything is sent (use PermissionDenied).
 	Authorize func(ctx context.Context, node *corev3.Node, class string) error
+	// AuthorizeType, if set, decides whether the peer (as for Authorize) may
+	// receive resources of typeURL; it is asked on every request, and on
+	// every REST poll, before the request touches any state. An error ends
+	// the stream (use PermissionDenied).
+	AuthorizeType func(ctx context.Context, typeURL string) error
 }
 
 func (o Options) withDefaults() Options {

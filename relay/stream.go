@@ -296,8 +296,9 @@ type nameList struct {
 
 // admitRequest runs the checks every request passes before it touches the
 // stream's state, in order: the rate limit (nonce is the response the
-// request answers, if any), the type URL, the node (on the first request:
-// classification and authorization), the name lists. It returns the
+// request answers, if any), the type URL (and whether the peer may have it),
+// the node (on the first request: classification and authorization), the
+// name lists. It returns the
 // request's type URL.
 func (b *streamBase) admitRequest(nonce, typeURL string, node *corev3.Node, lists ...nameList) (string, error) {
 	if !b.requested {
@@ -310,6 +311,9 @@ func (b *streamBase) admitRequest(nonce, typeURL string, node *corev3.Node, list
 	}
 	typeURL, err := b.requestType(typeURL)
 	if err != nil {
+		return "", err
+	}
+	if err := b.authorizeType(typeURL); err != nil {
 		return "", err
 	}
 	for _, l := range lists {

@@ -154,11 +154,32 @@ func newSource(fsys fs.FS, dir string, fixed bool, log *zap.Logger) (*Source, er
 	}
 	s.status.Store(&Status{Dir: s.dir, Resources: map[string]int{}})
 	snap, err := load(s.fsys, s.dir)
+	if err == nil {
+		err = snap.checkNotEmpty(s.dir)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.install(snap, time.Now())
 	return s, nil
+}
+
+// ErrNoResources is the error of a load that found no resource at all: an
+// emptied directory, a deploy that has removed the old files and not yet
+// written the new. Serving it would remove every resource from every client
+// (Envoy drops its listeners and clusters), so the source refuses it: New
+// fails, and a reload keeps the last good state until a load with resources.
+var ErrNoResources = errors.New("no resources")
+
+// checkNotEmpty returns an error wrapping ErrNoResources when snap holds no
+// resource.
+func (snap *snapshot) checkNotEmpty(dir string) error {
+	for _, ts := range snap.types {
+		if len(ts.resources) > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("filesource: %s: %w in %d files: refusing a state that would remove every resource from every client", dir, ErrNoResources, len(snap.files))
 }
 
 // Attach installs the current state (every type, as complete state) into

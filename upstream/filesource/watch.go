@@ -148,9 +148,12 @@ func (s *Source) setWatching(on bool) {
 }
 
 // reload loads the directory and installs the result, or keeps the last good
-// state when the load fails.
+// state when the load fails or finds no resource (ErrNoResources).
 func (s *Source) reload() {
 	snap, err := load(s.fsys, s.dir)
+	if err == nil {
+		err = snap.checkNotEmpty(s.dir)
+	}
 	now := time.Now()
 	if err != nil {
 		s.log.Error("config reload failed; keeping the last good state", zap.String("dir", s.dir), zap.Error(err))

@@ -35,6 +35,10 @@ type Config struct {
 	Tracing     TracingConfig   `yaml:"tracing"`
 	TLS         TLSConfig       `yaml:"tls"`
 	Identity    IdentityConfig  `yaml:"identity"`
+
+	// AdminTokenFile, if set, holds the bearer token every admin endpoint
+	// but /healthz, /readyz and /metrics requires.
+	AdminTokenFile string `yaml:"admin_token_file"`
 }
 
 // TLSConfig is the downstream listener's TLS. Files are reloaded when they
@@ -45,6 +49,9 @@ type TLSConfig struct {
 	// ClientCAFile, if set, makes the listener require and verify client
 	// certificates (mTLS) against these CAs.
 	ClientCAFile string `yaml:"client_ca_file"`
+	// AllowSecretsWithoutClientCert serves Secrets (SDS) to clients without
+	// a verified client certificate; otherwise they are refused.
+	AllowSecretsWithoutClientCert bool `yaml:"allow_secrets_without_client_cert"`
 }
 
 // IdentityConfig binds client certificate identities to the nodes they may
@@ -102,6 +109,10 @@ type RESTConfig struct {
 	// MaxHold bounds a long poll: a request whose version is current waits
 	// up to this long for a change, then gets 304.
 	MaxHold time.Duration `yaml:"max_hold"`
+	// Plaintext serves REST as plain HTTP even with tls.cert_file set
+	// (refused with tls.client_ca_file); otherwise REST uses the xDS
+	// listener's TLS.
+	Plaintext bool `yaml:"plaintext"`
 }
 
 // TracingConfig configures OpenTelemetry traces (off by default).
@@ -379,10 +390,10 @@ func (c *Config) Validate() error {
 	if len(c.Identity.Rules) > 0 && c.TLS.ClientCAFile == "" {
 		return bad("identity.rules", "binding node identities needs client certificates: set tls.client_ca_file")
 	}
-	if len(c.Identity.Rules) > 0 && c.REST.Listen != "" {
-		// REST-JSON is plain HTTP without client certificates: with identity
-		// binding on, it would let anyone claim any node.
-		return bad("rest.listen", "identity binding is not enforced on the REST listener: disable one of them")
+	if c.REST.Listen != "" && c.REST.Plaintext && c.TLS.ClientCAFile != "" {
+		// Plain HTTP has no client certificates: it would serve any node,
+		// and bypass identity binding, while gRPC requires them.
+		return bad("rest.plaintext", "REST in plaintext while the xDS listener requires client certificates (tls.client_ca_file): remove rest.plaintext")
 	}
 	if _, err := c.binder(); err != nil {
 		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"sync"
@@ -56,6 +57,7 @@ type Relay struct {
 	closing  context.Context    // ended by cancel (Close)
 	ready    atomic.Bool        // the downstream listener serves
 	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
+	adminTok *adminToken        // nil: the admin endpoints are open (admin_token_file unset)
 	tel      *telemetry         // metrics, served on /metrics
 	// tracerProvider traces upstream responses and fan-outs; stopTracing
 	// flushes it.
@@ -188,6 +190,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		RequestBurst:      cfg.Limits.RequestBurst,
 		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
 		Authorize:         authorize,
+		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
 
 		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
@@ -228,7 +231,18 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		_ = src.Close()
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
 	}
-	r.adminSrv = &http.Server{Handler: r.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.AdminTokenFile != "" {
+		if r.adminTok, err = newAdminToken(cfg.AdminTokenFile, log.Named("admin")); err != nil {
+			_ = r.lis.Close()
+			_ = r.adminLis.Close()
+			_ = src.Close()
+			return nil, err
+		}
+	} else if !loopback(cfg.Admin) {
+		log.Warn("the admin port is not on loopback and has no admin_token_file: anyone who reaches it can read /debug/, pprof and change the log level",
+			zap.String("admin", cfg.Admin))
+	}
+	r.adminSrv = &http.Server{Handler: requireToken(r.adminTok, r.adminHandler()), ReadHeaderTimeout: 10 * time.Second}
 	if cfg.REST.Listen != "" {
 		if r.restLis, err = net.Listen("tcp", cfg.REST.Listen); err != nil {
 			_ = r.lis.Close()
@@ -238,7 +252,13 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		}
 		// A held long poll must not be cut off by the write timeout.
 		r.restSrv = &http.Server{Handler: r.server.RESTHandler(cfg.REST.MaxHold),
-			ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.REST.MaxHold + 30*time.Second}
+			ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.REST.MaxHold + 30*time.Second,
+			ErrorLog: restErrorLog(log)}
+		if serverTLS != nil && !cfg.REST.Plaintext {
+			// REST follows the xDS listener: the same certificate, client
+			// CAs and reloads; Authorize applies to it as to gRPC.
+			r.restSrv.TLSConfig = withNextProtos(serverTLS, "h2", "http/1.1")
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -256,7 +276,11 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if err := r.restSrv.Serve(r.restLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := r.restSrv.Serve
+			if r.restSrv.TLSConfig != nil {
+				serve = func(l net.Listener) error { return r.restSrv.ServeTLS(l, "", "") }
+			}
+			if err := serve(r.restLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("REST server stopped", zap.Error(err))
 			}
 		}()
@@ -278,6 +302,16 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	log.Info("relay serving", zap.String("listen", r.Addr()), zap.String("admin", r.AdminAddr()),
 		zap.String("upstream", cfg.Upstream.Address), zap.String("source", sourceDir(cfg)))
 	return r, nil
+}
+
+// restErrorLog logs the REST server's own errors (mostly clients' failed TLS
+// handshakes, which any client can cause at will) at debug level.
+func restErrorLog(log *zap.Logger) *stdlog.Logger {
+	l, err := zap.NewStdLogAt(log.Named("rest"), zap.DebugLevel)
+	if err != nil {
+		return zap.NewStdLog(zap.NewNop())
+	}
+	return l
 }
 
 func (r *Relay) closeAll() {
