@@ -208,13 +208,35 @@ func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 	s.mu.Unlock()
 	s.metrics.StreamOpened(b.variant)
 	err := run()
-	s.metrics.StreamClosed(b.variant, disconnectReason(err))
-	if err != nil && status.Code(err) != codes.Canceled && s.log.Core().Enabled(zap.DebugLevel) {
-		if ok, dropped := s.clog.Allow(); ok {
-			b.logger().Debug("stream ended", s.clog.String("error", status.Convert(err).Message()), zap.Stringer("code", status.Code(err)), dropped)
-		}
-	}
+	reason := disconnectReason(err)
+	s.metrics.StreamClosed(b.variant, reason)
+	s.logStreamEnd(b, err, reason)
 	return err
+}
+
+// logStreamEnd logs why a stream ended: at info when the relay ended it for
+// what its client did (a request it cannot serve, a limit, a denied
+// identity), so an operator sees refused clients without debug logging; at
+// debug when the client left or the relay drained it. Both are client
+// triggered, so both pass the client-log gate.
+func (s *Server) logStreamEnd(b *streamBase, err error, reason string) {
+	refused := reason == ReasonInvalidRequest || reason == ReasonLimit || reason == ReasonDenied
+	if !refused && !s.log.Core().Enabled(zap.DebugLevel) {
+		return
+	}
+	ok, dropped := s.clog.Allow()
+	if !ok {
+		return
+	}
+	fields := []zap.Field{zap.String("reason", reason), dropped}
+	if err != nil {
+		fields = append(fields, zap.Stringer("code", status.Code(err)), s.clog.String("error", status.Convert(err).Message()))
+	}
+	if refused {
+		b.logger().Info("stream ended by the relay", fields...)
+		return
+	}
+	b.logger().Debug("client left", fields...)
 }
 
 func (s *Server) forget(st downstream) {

@@ -255,6 +255,11 @@ func (b *streamBase) classify(node *corev3.Node) error {
 	b.nodeID, b.class = node.GetId(), class
 	b.resourceInSotW = slices.Contains(node.GetClientFeatures(), FeatureResourceInSotW)
 	b.mu.Unlock()
+	if b.srv.log.Core().Enabled(zap.DebugLevel) {
+		if ok, dropped := b.srv.clog.Allow(); ok {
+			b.logger().Debug("client connected", dropped)
+		}
+	}
 	return nil
 }
 
@@ -495,9 +500,9 @@ func peerAddr(ctx context.Context) string {
 }
 
 func (b *streamBase) logger() *zap.Logger {
-	l := b.srv.log.With(zap.Uint64("stream", b.id), zap.String("peer", b.peer))
+	l := b.srv.log.With(zap.Uint64("stream", b.id), zap.String("peer", b.peer), zap.String("kind", b.variant))
 	if b.class != nil {
-		l = l.With(b.srv.clog.String("node", b.nodeID))
+		l = l.With(b.srv.clog.String("node", b.nodeID), b.srv.clog.String("class", b.class.Name))
 	}
 	return l
 }

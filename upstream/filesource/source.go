@@ -556,7 +556,8 @@ func parseYAML(data []byte) (*discoveryv3.DiscoveryResponse, []int, error) {
 				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, item.Line, jerr)
 			}
 			if aerr := protojson.Unmarshal(js, &anypb.Any{}); aerr != nil {
-				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, item.Line, protoError(aerr, false))
+				perr := protoError(aerr, false)
+				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, culpritLine(item, perr.Error()), perr)
 			}
 		}
 		return nil, nil, protoError(err, false)
@@ -566,6 +567,41 @@ func parseYAML(data []byte) (*discoveryv3.DiscoveryResponse, []int, error) {
 		lines[i] = item.Line
 	}
 	return resp, lines, nil
+}
+
+// quoted is a token protojson quotes in its errors: the unknown field's
+// name, the invalid value.
+var quoted = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+
+// culpritLine is the line, inside a resource's YAML, of the key or value
+// that protojson's error msg quotes (unknown field "lb_polcy" is on the
+// line of the key lb_polcy, not of the resource's first line); the
+// resource's own line when none matches.
+func culpritLine(item *yaml.Node, msg string) int {
+	m := quoted.FindAllStringSubmatch(msg, -1)
+	if len(m) == 0 {
+		return item.Line
+	}
+	token := m[len(m)-1][1]
+	line := 0
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n == nil || line != 0 {
+			return
+		}
+		if n.Kind == yaml.ScalarNode && n.Value == token {
+			line = n.Line
+			return
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(item)
+	if line == 0 {
+		return item.Line
+	}
+	return line
 }
 
 var (

@@ -219,7 +219,13 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "unknown field",
 			files: map[string]string{"field.yaml": clusterYAML("a") + "  no_such_field: 1\n"},
-			want:  []string{"field.yaml", "resources[0] (line 2)", "no_such_field"},
+			// The line of the key at fault, not the resource's first line.
+			want: []string{"field.yaml", "resources[0] (line 5)", "no_such_field"},
+		},
+		{
+			name:  "bad enum value",
+			files: map[string]string{"enum.yaml": clusterYAML("a") + "  lb_policy: ROUND_ROBN\n"},
+			want:  []string{"enum.yaml", "resources[0] (line 5)", "ROUND_ROBN"},
 		},
 		{
 			name:  "duplicate across files",
