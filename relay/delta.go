@@ -39,7 +39,7 @@ var _ shard.Watcher = (*deltaStream)(nil)
 func (s *Server) serveDelta(t deltaTransport, fixedType, variant string) error {
 	st := &deltaStream{
 		streamBase: newStreamBase(s, t.Context(), fixedType, variant),
-		transport:  t,
+		transport:  decodingDelta(t),
 		types:      map[string]*deltaSub{},
 	}
 	return s.track(st, &st.streamBase, st.run)
@@ -135,7 +135,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 			// The client keeps what it had; the rejected versions are not
 			// re-sent, a later version of those resources is.
 			d.nacks++
-			d.lastNACK = e.GetMessage()
+			d.lastNACK = s.srv.clog.Truncate(e.GetMessage())
 			s.srv.logNACK(s.logger, typeURL, versionOf(d.base), e.GetMessage())
 			s.srv.metrics.ClientNACK(s.class.Name, typeURL)
 		} else {

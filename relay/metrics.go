@@ -61,6 +61,8 @@ func disconnectReason(err error) string {
 		return ReasonDrain
 	case errors.Is(err, errSlowClient):
 		return ReasonSlowClient
+	case errors.As(err, new(firstRequestTimeout)):
+		return ReasonLimit
 	}
 	switch status.Code(err) {
 	case codes.Canceled, codes.DeadlineExceeded:

@@ -11,11 +11,13 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
 
 	// The resource types REST responses can be rendered as JSON for (as
@@ -83,6 +85,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		http.Error(w, err.Error(), status)
 		return
 	}
+	// The same checks as a gRPC stream's, before anything is created.
+	if code, err := s.restAuthorize(r, typeURL, req.GetNode()); err != nil {
+		http.Error(w, grpcMessage(err), code)
+		return
+	}
 	class, err := s.registry.Acquire(req.GetNode())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusTooManyRequests)
@@ -107,8 +114,8 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 	}
 	js, err := restJSON(body.Bytes())
 	if err != nil {
-		if s.nackLog.allow() { // shared with NACKs: one flood budget for client-caused log lines
-			s.log.Warn("REST response not encodable as JSON", zap.String("type_url", typeURL), zap.Error(err))
+		if ok, dropped := s.clog.Allow(); ok { // shared with NACKs: one flood budget for client-caused log lines
+			s.log.Warn("REST response not encodable as JSON", zap.String("type_url", typeURL), zap.Error(err), dropped)
 		}
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -133,10 +140,16 @@ func (s *Server) readRESTRequest(w http.ResponseWriter, r *http.Request, typeURL
 		return nil, http.StatusBadRequest, fmt.Errorf("malformed DiscoveryRequest JSON: %s", protoMessage(err))
 	}
 	if t := req.GetTypeUrl(); t != "" && t != typeURL {
-		return nil, http.StatusBadRequest, fmt.Errorf("type_url: %q on %s, which serves %q", t, r.URL.Path, typeURL)
+		return nil, http.StatusBadRequest, fmt.Errorf("type_url: %q on %s, which serves %q", clientlog.Truncate(t, echo), r.URL.Path, typeURL)
 	}
 	if req.GetNode() == nil {
 		return nil, http.StatusBadRequest, errors.New("node: required; it selects the node class the resources come from")
+	}
+	if _, err := s.checkNode(req.GetNode()); err != nil {
+		return nil, http.StatusBadRequest, errors.New(status.Convert(err).Message())
+	}
+	if err := s.checkNameBytes("resource_names", req.GetResourceNames()); err != nil {
+		return nil, http.StatusBadRequest, errors.New(status.Convert(err).Message())
 	}
 	for i, n := range req.GetResourceNames() {
 		if n == "" {
@@ -147,6 +160,15 @@ func (s *Server) readRESTRequest(w http.ResponseWriter, r *http.Request, typeURL
 		return nil, http.StatusBadRequest, fmt.Errorf("resource_names: %d names exceed the limit of %d", len(req.GetResourceNames()), max)
 	}
 	return req, 0, nil
+}
+
+// grpcMessage is a gRPC status error's message, without the "rpc error:
+// code = ..." wrapping.
+func grpcMessage(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
 }
 
 // protoMessage is err's text without protojson's "proto:" prefix (which the

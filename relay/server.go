@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -40,10 +41,32 @@ type Options struct {
 	// MaxCollapses disconnects a chronic laggard: a client whose queue
 	// overflowed this many times (default 10; negative: never).
 	MaxCollapses int
+	// FirstRequestTimeout ends a stream that sends no request within it
+	// (default 30s), so streams that ask for nothing do not hold a slot of
+	// MaxStreams.
+	FirstRequestTimeout time.Duration
+	// Input bounds, checked before a value is stored, logged or used as a
+	// label (see validate.go): MaxTypeURLBytes (default 256),
+	// MaxResourceNameBytes (default 2048), MaxNodeBytes (the encoded Node,
+	// default 65536), MaxNodeIDBytes (default 1024), MaxClassNameBytes (the
+	// class the node maps to, default 256).
+	MaxTypeURLBytes      int
+	MaxResourceNameBytes int
+	MaxNodeBytes         int
+	MaxNodeIDBytes       int
+	MaxClassNameBytes    int
+	// ClientLog gates every log line a client triggers (default 20 lines a
+	// second, fields cut to 1024 bytes).
+	ClientLog *clientlog.Gate
 	// Authorize, if set, decides whether the stream's peer (its context
 	// holds the peer and its certificates) may claim node for class; an
 	// error ends the stream before anything is sent (use PermissionDenied).
 	Authorize func(ctx context.Context, node *corev3.Node, class string) error
+	// AuthorizeType, if set, decides whether the peer (as for Authorize) may
+	// receive resources of typeURL; it is asked on every request, and on
+	// every REST poll, before the request touches any state. An error ends
+	// the stream (use PermissionDenied).
+	AuthorizeType func(ctx context.Context, typeURL string) error
 }
 
 func (o Options) withDefaults() Options {
@@ -68,6 +91,20 @@ func (o Options) withDefaults() Options {
 	if o.MaxCollapses == 0 {
 		o.MaxCollapses = 10
 	}
+	if o.FirstRequestTimeout <= 0 {
+		o.FirstRequestTimeout = 30 * time.Second
+	}
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&o.MaxTypeURLBytes, 256}, {&o.MaxResourceNameBytes, 2048}, {&o.MaxNodeBytes, 64 << 10}, {&o.MaxNodeIDBytes, 1024}, {&o.MaxClassNameBytes, 256}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if o.ClientLog == nil {
+		o.ClientLog = clientlog.NewGate(20, 1024)
+	}
 	return o
 }
 
@@ -78,7 +115,7 @@ type Server struct {
 	log      *zap.Logger
 	opts     Options
 	metrics  Metrics
-	nackLog  *rateLimiter
+	clog     *clientlog.Gate // every client-triggered log line passes it
 
 	nextID atomic.Uint64
 
@@ -104,12 +141,13 @@ var (
 
 // NewServer returns a server over registry.
 func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server {
+	opts = opts.withDefaults()
 	return &Server{
 		registry: registry,
 		log:      log,
-		opts:     opts.withDefaults(),
-		metrics:  opts.withDefaults().Metrics,
-		nackLog:  newRateLimiter(time.Second, 20),
+		opts:     opts,
+		metrics:  opts.Metrics,
+		clog:     opts.ClientLog,
 		streams:  map[downstream]struct{}{},
 	}
 }
@@ -148,7 +186,7 @@ func unknownMethod(_ any, stream grpc.ServerStream) error {
 func (s *Server) serveSotW(t sotwTransport, fixedType, variant string) error {
 	st := &sotwStream{
 		streamBase: newStreamBase(s, t.Context(), fixedType, variant),
-		transport:  t,
+		transport:  decodingSotW(t),
 		types:      map[string]*typeSub{},
 	}
 	return s.track(st, &st.streamBase, st.run)
@@ -170,11 +208,35 @@ func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 	s.mu.Unlock()
 	s.metrics.StreamOpened(b.variant)
 	err := run()
-	s.metrics.StreamClosed(b.variant, disconnectReason(err))
-	if err != nil && status.Code(err) != codes.Canceled {
-		b.logger().Debug("stream ended", zap.Error(err))
-	}
+	reason := disconnectReason(err)
+	s.metrics.StreamClosed(b.variant, reason)
+	s.logStreamEnd(b, err, reason)
 	return err
+}
+
+// logStreamEnd logs why a stream ended: at info when the relay ended it for
+// what its client did (a request it cannot serve, a limit, a denied
+// identity), so an operator sees refused clients without debug logging; at
+// debug when the client left or the relay drained it. Both are client
+// triggered, so both pass the client-log gate.
+func (s *Server) logStreamEnd(b *streamBase, err error, reason string) {
+	refused := reason == ReasonInvalidRequest || reason == ReasonLimit || reason == ReasonDenied
+	if !refused && !s.log.Core().Enabled(zap.DebugLevel) {
+		return
+	}
+	ok, dropped := s.clog.Allow()
+	if !ok {
+		return
+	}
+	fields := []zap.Field{zap.String("reason", reason), dropped}
+	if err != nil {
+		fields = append(fields, zap.Stringer("code", status.Code(err)), s.clog.String("error", status.Convert(err).Message()))
+	}
+	if refused {
+		b.logger().Info("stream ended by the relay", fields...)
+		return
+	}
+	b.logger().Debug("client left", fields...)
 }
 
 func (s *Server) forget(st downstream) {
@@ -184,8 +246,8 @@ func (s *Server) forget(st downstream) {
 }
 
 func (s *Server) logNACK(logger func() *zap.Logger, typeURL, version, msg string) {
-	if s.nackLog.allow() {
-		logger().Warn("client rejected a response", zap.String("type_url", typeURL), zap.String("version", version), zap.String("error", msg))
+	if ok, dropped := s.clog.Allow(); ok {
+		logger().Warn("client rejected a response", s.clog.String("type_url", typeURL), s.clog.String("version", version), s.clog.String("error", msg), dropped)
 	}
 }
 

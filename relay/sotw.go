@@ -129,7 +129,7 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	if req.GetResponseNonce() != "" && !first {
 		if d := req.GetErrorDetail(); d != nil {
 			t.nacks++
-			t.lastNACK = d.GetMessage()
+			t.lastNACK = s.srv.clog.Truncate(d.GetMessage())
 			s.srv.logNACK(s.logger, typeURL, t.sentVersion, d.GetMessage())
 			s.srv.metrics.ClientNACK(s.class.Name, typeURL)
 		} else {

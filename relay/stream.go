@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -69,6 +70,9 @@ type streamBase struct {
 	// mu): the relay ended it (drain, slow client), or its writer or its
 	// reader failed.
 	endErr error
+	// requested: the stream has sent a request (written by the reader
+	// under mu, read by the first-request timer under mu).
+	requested bool
 }
 
 // queueWriter writes a stream's queued responses until none is left
@@ -158,7 +162,9 @@ func (b *streamBase) endLocked(err error) {
 // stream ends, then stops the writer, waits for it and releases the
 // stream's subscriptions. It returns why the stream ended.
 func (b *streamBase) serve(read func() error, release func()) error {
+	timer := time.AfterFunc(b.srv.opts.FirstRequestTimeout, b.firstRequestMissed)
 	err := read()
+	timer.Stop()
 	b.mu.Lock()
 	b.stopped = true
 	b.endLocked(err) // a failed request: its status, which also stops a blocked writer
@@ -167,6 +173,27 @@ func (b *streamBase) serve(read func() error, release func()) error {
 	b.writers.Wait()
 	release()
 	return err
+}
+
+// firstRequestTimeout ends a stream that sent no request within
+// limits.first_request_timeout: it asks for nothing and holds a slot of
+// limits.max_streams.
+type firstRequestTimeout struct{ after time.Duration }
+
+func (e firstRequestTimeout) Error() string { return e.GRPCStatus().Message() }
+
+func (e firstRequestTimeout) GRPCStatus() *status.Status {
+	return status.Newf(codes.DeadlineExceeded, "limits.first_request_timeout: the stream sent no request within %v", e.after)
+}
+
+// firstRequestMissed ends the stream unless it has sent a request (the
+// first-request timer's goroutine).
+func (b *streamBase) firstRequestMissed() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.requested {
+		b.endLocked(firstRequestTimeout{b.srv.opts.FirstRequestTimeout})
+	}
 }
 
 // kickLocked has what was just queued written (mu held): it starts a writer
@@ -212,10 +239,14 @@ func (b *streamBase) classify(node *corev3.Node) error {
 	if node == nil {
 		return status.Error(codes.InvalidArgument, "node: the first request of a stream must carry the node")
 	}
+	className, err := b.srv.checkNode(node)
+	if err != nil {
+		return err
+	}
 	if auth := b.srv.opts.Authorize; auth != nil {
 		// Before the class exists or anything is subscribed: a client that
 		// may not claim this node gets nothing else.
-		if err := auth(b.ctx, node, b.srv.registry.Classify(node)); err != nil {
+		if err := auth(b.ctx, node, className); err != nil {
 			return err
 		}
 	}
@@ -227,6 +258,11 @@ func (b *streamBase) classify(node *corev3.Node) error {
 	b.nodeID, b.class = node.GetId(), class
 	b.resourceInSotW = slices.Contains(node.GetClientFeatures(), FeatureResourceInSotW)
 	b.mu.Unlock()
+	if b.srv.log.Core().Enabled(zap.DebugLevel) {
+		if ok, dropped := b.srv.clog.Allow(); ok {
+			b.logger().Debug("client connected", dropped)
+		}
+	}
 	return nil
 }
 
@@ -241,11 +277,11 @@ func (b *streamBase) requestType(typeURL string) (string, error) {
 	case b.fixedType == "" && typeURL == "":
 		return "", status.Error(codes.InvalidArgument, "type_url: empty; every request on an aggregated stream must name its resource type")
 	case b.fixedType == "":
-		return typeURL, nil
+		return typeURL, b.srv.checkTypeURL(typeURL)
 	case typeURL == "":
 		return b.fixedType, nil
 	case typeURL != b.fixedType:
-		return "", status.Errorf(codes.InvalidArgument, "type_url: %q on a stream of %q", typeURL, b.fixedType)
+		return "", status.Errorf(codes.InvalidArgument, "type_url: %q on a stream of %q", clientlog.Truncate(typeURL, echo), b.fixedType)
 	}
 	return typeURL, nil
 }
@@ -268,16 +304,30 @@ type nameList struct {
 
 // admitRequest runs the checks every request passes before it touches the
 // stream's state, in order: the rate limit (nonce is the response the
-// request answers, if any), the type URL, the node (on the first request:
-// classification and authorization), the name lists. It returns the
+// request answers, if any), the type URL (and whether the peer may have it),
+// the node (on the first request: classification and authorization), the
+// name lists. It returns the
 // request's type URL.
 func (b *streamBase) admitRequest(nonce, typeURL string, node *corev3.Node, lists ...nameList) (string, error) {
+	if !b.requested {
+		b.mu.Lock()
+		b.requested = true // the first-request timer is off
+		b.mu.Unlock()
+	}
 	if err := b.admit(nonce != ""); err != nil {
 		return "", err
 	}
 	typeURL, err := b.requestType(typeURL)
 	if err != nil {
 		return "", err
+	}
+	if err := b.authorizeType(typeURL); err != nil {
+		return "", err
+	}
+	for _, l := range lists {
+		if err := b.srv.checkNameBytes(l.field, l.names); err != nil {
+			return "", err
+		}
 	}
 	if err := b.classify(node); err != nil {
 		return "", err
@@ -457,9 +507,9 @@ func peerAddr(ctx context.Context) string {
 }
 
 func (b *streamBase) logger() *zap.Logger {
-	l := b.srv.log.With(zap.Uint64("stream", b.id), zap.String("peer", b.peer))
+	l := b.srv.log.With(zap.Uint64("stream", b.id), zap.String("peer", b.peer), zap.String("kind", b.variant))
 	if b.class != nil {
-		l = l.With(zap.String("node", b.nodeID))
+		l = l.With(b.srv.clog.String("node", b.nodeID), b.srv.clog.String("class", b.class.Name))
 	}
 	return l
 }

@@ -333,6 +333,9 @@ func (t *table) rebuild(s *Shard) bool {
 	if len(unknown) > 0 && t.fullState {
 		return false // nor a full-state shard one lacking a name not yet answered
 	}
+	if t.wildcardPending && t.fullState && !s.Sub.Wildcard && t.lacksAny(s.Sub.Names) {
+		return false // nor one lacking a name the pending wildcard's answer will tell of
+	}
 	var included []*Resource
 	if s.Sub.Wildcard {
 		// Explicit names are already covered: the table only holds resources
@@ -420,6 +423,16 @@ func diff(old, next *Response) (changed []*Resource, removed []string) {
 		}
 	}
 	return changed, removed
+}
+
+// lacksAny reports whether some of names is not held (by name or alias).
+func (t *table) lacksAny(names []string) bool {
+	for _, n := range names {
+		if _, ok := t.resource(n); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // selectNames returns the resources subscribed to by name or alias, each

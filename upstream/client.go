@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -32,7 +31,7 @@ type Config struct {
 	// to the next when its server goes away.
 	Fallbacks []string
 	// RelayID is the node id the relay presents upstream. Empty means
-	// DefaultRelayID().
+	// DefaultRelayID's, per class.
 	RelayID string
 	// Backoff paces reconnection. Zero means DefaultBackoff.
 	Backoff Backoff
@@ -49,20 +48,12 @@ type Config struct {
 	DialOptions []grpc.DialOption
 }
 
-// DefaultRelayID is "xds-relay~HOSTNAME".
-func DefaultRelayID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	return "xds-relay~" + host
-}
-
 // Client holds the shared connection to the control plane and one ADS stream
 // per attached class.
 type Client struct {
 	// Set at construction, read-only.
 	cfg    Config
+	self   relaySelf // the relay's own host name and IP, for default node ids
 	conn   *grpc.ClientConn
 	log    *zap.Logger
 	ctx    context.Context
@@ -87,9 +78,6 @@ type attachment struct {
 func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.Address == "" {
 		return nil, errors.New("upstream: address is empty")
-	}
-	if cfg.RelayID == "" {
-		cfg.RelayID = DefaultRelayID()
 	}
 	if cfg.Backoff.Initial <= 0 || cfg.Backoff.Max <= 0 {
 		cfg.Backoff = DefaultBackoff
@@ -131,16 +119,20 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{cfg: cfg, conn: conn, log: log, ctx: ctx, cancel: cancel, streams: map[*shard.Class]*attachment{}}, nil
+	return &Client{cfg: cfg, self: lookupSelf(), conn: conn, log: log, ctx: ctx, cancel: cancel, streams: map[*shard.Class]*attachment{}}, nil
 }
 
 // Attach starts the class's upstream stream and returns the hook the class
 // calls when its interest changes. It never blocks.
 func (c *Client) Attach(class *shard.Class) func(typeURL string) {
+	id := c.cfg.RelayID
+	if id == "" {
+		id = c.self.relayID(class.Node)
+	}
 	s := &classStream{
 		class:   class,
 		conn:    c.conn,
-		node:    upstreamNode(class.Node, c.cfg.RelayID),
+		node:    upstreamNode(class.Node, id),
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
@@ -148,7 +140,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		delta:   c.cfg.Delta,
 		metrics: c.cfg.Metrics,
 		tracer:  c.cfg.Tracer,
-		status:  StreamStatus{Class: class.Name, State: StateConnecting, Versions: map[string]string{}},
+		status:  StreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -28,8 +28,7 @@ type deltaSession struct {
 
 // deltaTypeState is what one delta stream subscribed to for a type URL.
 type deltaTypeState struct {
-	sub   shard.Subscription
-	nonce string
+	sub shard.Subscription
 }
 
 var _ protocolSession = (*deltaSession)(nil)
@@ -39,10 +38,10 @@ func newDeltaSession(s *classStream, st grpc.ClientStream) *deltaSession {
 }
 
 // A control plane speaking delta does not re-send a rejected update by
-// itself, so NACKs are never deferred.
-func (ds *deltaSession) nackDue() <-chan struct{} { return nil }
-func (ds *deltaSession) sendDueNACKs() error      { return nil }
-func (ds *deltaSession) close()                   {}
+// itself, so NACKs are never deferred; nor does it answer an ACK.
+func (ds *deltaSession) replyDue() <-chan struct{} { return nil }
+func (ds *deltaSession) sendDueReplies() error     { return nil }
+func (ds *deltaSession) close()                    {}
 
 // syncInterest sends, per type, the names to subscribe and unsubscribe that
 // make the stream's subscription the class's union interest. The first
@@ -78,7 +77,8 @@ func (ds *deltaSession) syncInterest() error {
 		if len(req.ResourceNamesSubscribe) == 0 && len(req.ResourceNamesUnsubscribe) == 0 && ts.sub.Equal(want) && req.InitialResourceVersions == nil {
 			continue
 		}
-		req.ResponseNonce = ts.nonce
+		// A subscription change is no ACK or NACK: it carries no nonce
+		// (spec; istiod ignores a request whose nonce is not its latest).
 		ts.sub = want
 		if err := ds.send(req); err != nil {
 			return err
@@ -156,7 +156,6 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		ds.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
 		return false, nil
 	}
-	ts.nonce = resp.Nonce
 	ctx, end := ds.traceResponse(resp.TypeURL, resp.SystemVersionInfo, len(resp.Resources))
 	resources, versions, beats, err := ds.validate(resp)
 	if err == nil {

@@ -9,6 +9,12 @@ type Metrics interface {
 	// Response counts a response of typeURL the relay ACKed (accepted) or
 	// NACKed.
 	Response(class, typeURL string, accepted bool)
+	// WildcardRestart counts a class stream restarted at once to ask for a
+	// wildcard in the legacy form after it had asked for explicit names.
+	WildcardRestart(class string)
+	// RepeatedResponse counts a response repeating, in answer to an ACK,
+	// the one before it StormRepeats times or more; its ACK is deferred.
+	RepeatedResponse(class, typeURL string)
 }
 
 // NopMetrics discards every event.
@@ -16,5 +22,7 @@ type NopMetrics struct{}
 
 var _ Metrics = NopMetrics{}
 
-func (NopMetrics) Reconnecting(string)           {}
-func (NopMetrics) Response(string, string, bool) {}
+func (NopMetrics) Reconnecting(string)             {}
+func (NopMetrics) Response(string, string, bool)   {}
+func (NopMetrics) WildcardRestart(string)          {}
+func (NopMetrics) RepeatedResponse(string, string) {}

@@ -22,11 +22,22 @@ type typeState struct {
 	explicit bool   // a non-empty resource_names was sent: legacy wildcard is gone
 	nonce    string // the latest nonce received
 
-	rejected string      // version of the last NACKed response
-	repeats  int         // consecutive re-sends of the rejected version
-	deferred *time.Timer // a NACK waiting to be sent; nil if none
-	nackAt   time.Time   // when the deferred NACK is due
-	nack     *status.Status
+	rejected string // version of the last NACKed response
+	repeats  int    // consecutive re-sends of the rejected version
+
+	// The storm guard (see storm.go): the last accepted response, and how
+	// many in a row repeated it in answer to an ACK.
+	lastVersion string
+	lastDigest  uint64
+	accepted    bool // lastVersion and lastDigest are set
+	pureACK     bool // the last request sent was an ACK that changed nothing
+	same        int
+	warnedAt    time.Time
+
+	// A reply (a NACK, or a storm's ACK) waiting to be sent; nil if none.
+	deferred *time.Timer
+	replyAt  time.Time      // when the deferred reply is due
+	nack     *status.Status // the deferred reply's error_detail; nil for an ACK
 }
 
 // session is the SotW protocol of one upstream stream.
@@ -35,7 +46,7 @@ type session struct {
 	stream grpc.ClientStream
 	types  map[string]*typeState
 	first  bool // the next request is the stream's first and carries the node
-	// due is signalled by a deferred NACK's timer (see nack).
+	// due is signalled by a deferred reply's timer (see deferReply).
 	due dedup.Signal
 }
 
@@ -45,7 +56,7 @@ func newSotwSession(s *classStream, st grpc.ClientStream) *session {
 	return &session{classStream: s, stream: st, types: map[string]*typeState{}, first: true, due: dedup.NewSignal()}
 }
 
-func (ss *session) nackDue() <-chan struct{} { return ss.due.C() }
+func (ss *session) replyDue() <-chan struct{} { return ss.due.C() }
 
 // syncInterest sends a request for every type whose union interest differs
 // from what this stream last asked for.
@@ -69,22 +80,46 @@ func (ss *session) syncInterest() error {
 	return nil
 }
 
-// asked is the subscription a request for want asks for: want, except that
-// once only a legacy wildcard was sent, an empty request would still mean
-// "everything", so the subscription (and the class's data) stay as they are
-// until the stream restarts.
+// asked is the subscription a request for want asks for. A wildcard is only
+// ever asked alone, as the legacy empty list: go-control-plane's snapshot
+// cache (and others) filter a response by the request's literal names, so
+// ["*", names...] would be answered with the names alone, and ["*"] with
+// nothing; the wildcard covers the names anyway. Once the legacy wildcard
+// was asked for on this stream it cannot be withdrawn (any non-empty list
+// would end it, and an empty one still means "everything"), so it is kept,
+// with the class's data for it, until the stream restarts.
 func (ts *typeState) asked(want shard.Subscription) shard.Subscription {
-	if want.Empty() && !ts.explicit && ts.sub.Wildcard {
-		return ts.sub
+	if want.Wildcard || (ts.sub.Wildcard && !ts.explicit) {
+		return shard.Subscription{Wildcard: true}
 	}
 	return want
+}
+
+// wildcardRestart ends a session that must ask for a wildcard of typeURL
+// after it sent explicit names for the type (see send).
+type wildcardRestart struct{ typeURL string }
+
+func (e *wildcardRestart) Error() string {
+	return "a wildcard of " + e.typeURL + " is wanted after explicit names: restarting the stream"
 }
 
 // send writes one request for typeURL subscribing to want (see asked),
 // carrying the last ACKed version and, for an ACK or NACK, the response's
 // nonce.
+//
+// A wildcard wanted on a stream that already sent explicit names for the
+// type can no longer be asked in the legacy form. send then sends nothing
+// and returns a *wildcardRestart: the class stream opens a new stream at
+// once, whose first request for the type is the legacy empty list, at no
+// version (what the relay holds is the narrower request's state). The class
+// is not told of a wildcard request meanwhile, so its wildcard shards wait
+// for the new stream's answer.
 func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, nonce string, nack *status.Status) error {
 	want = ts.asked(want)
+	if want.Wildcard && ts.explicit {
+		delete(ss.versions, typeURL)
+		return &wildcardRestart{typeURL: typeURL}
+	}
 	req := &discoverygrpc.DiscoveryRequest{
 		TypeUrl:       typeURL,
 		VersionInfo:   ss.versions[typeURL],
@@ -94,12 +129,7 @@ func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, 
 	if nonce != "" {
 		req.ResponseNonce = nonce
 	}
-	switch {
-	case want.Wildcard && len(want.Names) == 0 && !ts.explicit:
-		// Legacy wildcard: understood by every control plane.
-	case want.Wildcard:
-		req.ResourceNames = append([]string{shard.Wildcard}, want.Names...)
-	default:
+	if !want.Wildcard {
 		req.ResourceNames = want.Names
 	}
 	if len(req.ResourceNames) > 0 {
@@ -108,6 +138,10 @@ func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, 
 	if ss.first {
 		req.Node = ss.node
 		ss.first = false
+	}
+	ts.pureACK = nonce != "" && nack == nil && ts.sub.Equal(want)
+	if ts.deferred != nil && ts.nack == nil && req.ResponseNonce == ts.nonce {
+		ss.cancelDeferred(ts) // this request ACKs what the deferred ACK would have
 	}
 	ts.sub = want
 	ss.class.Requested(typeURL, want, false)
@@ -157,6 +191,10 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 		st.ACKs++
 		st.Versions[resp.TypeURL] = resp.VersionInfo
 	})
+	if delay, storm := ss.repeated(ts, resp, heartbeatOnly); storm {
+		ss.deferReply(ts, nil, delay)
+		return true, nil
+	}
 	return true, ss.send(resp.TypeURL, ts, ss.class.Interest(resp.TypeURL), resp.Nonce, nil)
 }
 
@@ -180,8 +218,7 @@ func (ss *session) nack(resp *wire.RawResponse, ts *typeState, cause error) erro
 		ts.repeats++
 		ss.log.Debug("upstream re-sent a rejected version; delaying the NACK", zap.String("type_url", resp.TypeURL),
 			zap.String("version", resp.VersionInfo), zap.Int("repeats", ts.repeats), zap.Duration("delay", delay))
-		ts.nack, ts.nackAt = detail, time.Now().Add(delay)
-		ts.deferred = time.AfterFunc(delay, ss.due.Notify)
+		ss.deferReply(ts, detail, delay)
 		return nil
 	}
 	ts.rejected, ts.repeats = resp.VersionInfo, 0
@@ -189,11 +226,19 @@ func (ss *session) nack(resp *wire.RawResponse, ts *typeState, cause error) erro
 	return ss.send(resp.TypeURL, ts, ss.class.Interest(resp.TypeURL), resp.Nonce, detail)
 }
 
-// sendDueNACKs sends the deferred NACKs whose timers fired.
-func (ss *session) sendDueNACKs() error {
+// deferReply schedules the reply to the type's latest response (a NACK with
+// detail, or an ACK when detail is nil) after delay; sendDueReplies sends it.
+// A newer response cancels it.
+func (ss *session) deferReply(ts *typeState, detail *status.Status, delay time.Duration) {
+	ts.nack, ts.replyAt = detail, time.Now().Add(delay)
+	ts.deferred = time.AfterFunc(delay, ss.due.Notify)
+}
+
+// sendDueReplies sends the deferred replies whose timers fired.
+func (ss *session) sendDueReplies() error {
 	now := time.Now()
 	for typeURL, ts := range ss.types {
-		if ts.deferred == nil || now.Before(ts.nackAt) {
+		if ts.deferred == nil || now.Before(ts.replyAt) {
 			continue // none, or another type's timer fired
 		}
 		ts.deferred = nil

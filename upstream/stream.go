@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -33,9 +34,10 @@ type protocolSession interface {
 	// handle validates and installs one response and answers it; ok is
 	// false for a rejected response, err a broken stream.
 	handle(b []byte) (ok bool, err error)
-	// nackDue is signalled when deferred NACKs are due (nil: never).
-	nackDue() <-chan struct{}
-	sendDueNACKs() error
+	// replyDue is signalled when deferred replies (NACKs, or ACKs to an
+	// upstream that repeats itself) are due (nil: never).
+	replyDue() <-chan struct{}
+	sendDueReplies() error
 	// close releases timers.
 	close()
 }
@@ -51,6 +53,7 @@ const (
 // StreamStatus describes one class's upstream stream, for the admin endpoints.
 type StreamStatus struct {
 	Class      string            `json:"class"`
+	NodeID     string            `json:"node_id"` // the id the relay presents for the class
 	State      string            `json:"state"`
 	LastError  string            `json:"last_error,omitempty"`
 	Reconnects int               `json:"reconnects"`
@@ -114,6 +117,15 @@ func (s *classStream) run(ctx context.Context) {
 		}
 		if healthy {
 			failures = 0
+		}
+		var restart *wildcardRestart
+		if errors.As(err, &restart) {
+			// Not a failure: the new stream asks for the wildcard in the
+			// legacy form. Clients keep what they hold meanwhile.
+			s.log.Info("restarting the upstream stream to subscribe to a wildcard after explicit names",
+				zap.String("type_url", restart.typeURL))
+			s.metrics.WildcardRestart(s.class.Name)
+			continue
 		}
 		delay := s.bo.Delay(failures)
 		if failures%10 == 0 {
@@ -208,8 +220,8 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 			if err := sess.syncInterest(); err != nil {
 				return healthy, err
 			}
-		case <-sess.nackDue():
-			if err := sess.sendDueNACKs(); err != nil {
+		case <-sess.replyDue():
+			if err := sess.sendDueReplies(); err != nil {
 				return healthy, err
 			}
 		case r := <-recv:

@@ -1,139 +1,52 @@
-// Command xds-relay runs the xDS fan-out relay, or validates its
-// configuration file (xds-relay validate --config FILE).
+// Command xds-relay runs the xDS fan-out relay (xds-relay [flags]),
+// validates its configuration file (xds-relay validate --config FILE), or
+// prints its version (xds-relay version).
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
-	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+	"strings"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "validate" {
-		return validate(args[1:], stderr)
-	}
-	fs := flag.NewFlagSet("xds-relay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "configuration file (YAML); flags override it")
-	listen := fs.String("listen", "", "downstream gRPC listen address (default :18000)")
-	admin := fs.String("admin", "", "admin HTTP listen address (default 127.0.0.1:19000)")
-	upstreamAddr := fs.String("upstream", "", "control plane HOST:PORT (plaintext); empty: serve from --source")
-	upstreamProto := fs.String("upstream-protocol", "", "protocol spoken to the control plane: sotw or delta (default sotw)")
-	sourceDir := fs.String("source", "", "directory of YAML/JSON resources served when there is no upstream (default deploy/sample-config)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: xds-relay [flags]\n       xds-relay validate --config FILE\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	cfg := app.DefaultConfig()
-	if *configPath != "" {
-		var err error
-		if cfg, err = app.LoadConfig(*configPath); err != nil {
-			fmt.Fprintf(stderr, "xds-relay: %v\n", err)
-			return 1
-		}
-	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "listen":
-			cfg.Listen = *listen
-		case "admin":
-			cfg.Admin = *admin
-		case "upstream":
-			cfg.Upstream.Address = *upstreamAddr
-		case "upstream-protocol":
-			cfg.Upstream.Protocol = *upstreamProto
-		case "source":
-			cfg.Source.Dir = *sourceDir
-		}
-	})
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "xds-relay: invalid flags or configuration: %v\n", err)
-		return 1
-	}
-	log, level, err := newLogger(cfg.Log)
-	if err != nil {
-		fmt.Fprintf(stderr, "xds-relay: %v\n", err)
-		return 1
-	}
-	defer func() { _ = log.Sync() }()
-
-	r, err := app.Start(cfg, log, app.WithLogLevel(level))
-	if err != nil {
-		log.Error("cannot start", zap.Error(err))
-		return 1
-	}
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	s := <-sig
-	log.Info("stopping: draining clients to other relays (a second signal stops at once)",
-		zap.String("signal", s.String()), zap.Duration("drain_period", cfg.Drain.Period))
-	drained := make(chan struct{})
-	go func() {
-		r.Shutdown(cfg.Drain.Period)
-		close(drained)
-	}()
-	select {
-	case <-drained:
-	case s := <-sig:
-		log.Warn("stopping at once", zap.String("signal", s.String()))
-		r.Close()
-		<-drained
-	}
-	return 0
+// subcommands are the words run accepts as its first argument; anything
+// else that is not a flag is a mistake, not a request to start the relay.
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"validate": validate,
+	"version":  version,
+	"serve":    serve,
 }
 
-func validate(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("xds-relay validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "configuration file to check")
-	if err := fs.Parse(args); err != nil {
-		return 2
+const usageHead = `usage: xds-relay [serve] [flags]       run the relay (default)
+       xds-relay validate --config FILE  check a configuration file, report every error
+       xds-relay version                 print the version and VCS revision
+`
+
+// run is the whole command: what the process would print goes to stdout
+// (answers such as the version) and stderr (logs, errors, usage).
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, ok := subcommands[args[0]]
+		if !ok {
+			fmt.Fprintf(stderr, "xds-relay: unknown command %q\n\n%s", args[0], usageHead)
+			return 2
+		}
+		return cmd(args[1:], stdout, stderr)
 	}
-	if *configPath == "" {
-		fmt.Fprintln(stderr, "xds-relay validate: --config FILE is required")
-		return 2
-	}
-	if _, err := app.LoadConfig(*configPath); err != nil {
-		fmt.Fprintf(stderr, "%v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stderr, "%s: ok\n", *configPath)
-	return 0
+	return serve(args, stdout, stderr)
 }
 
-func newLogger(c app.LogConfig) (*zap.Logger, zap.AtomicLevel, error) {
-	var zc zap.Config
-	if c.Format == "json" {
-		zc = zap.NewProductionConfig()
-	} else {
-		zc = zap.NewDevelopmentConfig()
-		zc.Development = false
-		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+// noArgs reports stray positional arguments left after the flags: a typo
+// such as a missing "--" must not be silently ignored.
+func noArgs(name string, rest []string, stderr io.Writer) bool {
+	if len(rest) == 0 {
+		return true
 	}
-	lvl, err := zapcore.ParseLevel(c.Level)
-	if err != nil {
-		return nil, zap.AtomicLevel{}, fmt.Errorf("log.level: %w", err)
-	}
-	zc.Level = zap.NewAtomicLevelAt(lvl)
-	log, err := zc.Build()
-	return log, zc.Level, err
+	fmt.Fprintf(stderr, "%s: unexpected argument %q\n\n%s", name, rest[0], usageHead)
+	return false
 }

@@ -126,6 +126,50 @@ func TestChartVariant(t *testing.T) {
 	}
 }
 
+// TestChartAdminToken: by default the chart creates the admin token Secret
+// (random, 48 characters) and points admin_token_file at it; existingSecret
+// mounts that Secret instead and creates none; create: false leaves the admin
+// port open (checkInstallation checks the mount and the Secret).
+func TestChartAdminToken(t *testing.T) {
+	secrets := func(objs []object) []*corev1.Secret {
+		var out []*corev1.Secret
+		for _, o := range objs {
+			if s, ok := o.obj.(*corev1.Secret); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	objs, _ := renderChart(t, "xds-relay", "xds-relay", nil)
+	checkInstallation(t, objs, installWant{hpa: true, pdb: true, namespace: "xds-relay"})
+	if s := secrets(objs); len(s) != 1 || s[0].Name != "xds-relay-admin-token" || len(s[0].Data["token"]) != 48 {
+		t.Errorf("default: Secrets %v, want xds-relay-admin-token with a 48-byte token", s)
+	}
+	again, _ := renderChart(t, "xds-relay", "xds-relay", nil)
+	if a, b := secrets(objs), secrets(again); len(b) == 1 && string(a[0].Data["token"]) == string(b[0].Data["token"]) {
+		t.Errorf("two installs rendered the same token: it is not random")
+	}
+
+	objs, _ = renderChart(t, "xds-relay", "xds-relay", map[string]any{"adminToken": map[string]any{"existingSecret": "ops-admin-token"}})
+	s := checkInstallation(t, objs, installWant{hpa: true, pdb: true, namespace: "xds-relay"})
+	if len(secrets(objs)) != 0 {
+		t.Errorf("existingSecret: the chart created Secrets %v", secrets(objs))
+	}
+	found := false
+	for _, v := range s.deployment.Spec.Template.Spec.Volumes {
+		found = found || (v.Secret != nil && v.Secret.SecretName == "ops-admin-token")
+	}
+	if !found {
+		t.Errorf("existingSecret: no volume of Secret ops-admin-token")
+	}
+
+	objs, _ = renderChart(t, "xds-relay", "xds-relay", map[string]any{"adminToken": map[string]any{"create": false}})
+	checkInstallation(t, objs, installWant{hpa: true, pdb: true, namespace: "xds-relay", openAdmin: true})
+	if len(secrets(objs)) != 0 {
+		t.Errorf("create: false: Secrets %v", secrets(objs))
+	}
+}
+
 // TestChartGraceTooShort: the installation checks catch a grace period that
 // does not cover the drain (guards the check itself).
 func TestChartGraceTooShort(t *testing.T) {

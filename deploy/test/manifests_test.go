@@ -67,12 +67,14 @@ func newTyped(apiVersion, kind string) (any, error) {
 		return &corev1.ConfigMap{}, nil
 	case "v1 Namespace":
 		return &corev1.Namespace{}, nil
+	case "v1 Secret":
+		return &corev1.Secret{}, nil
 	case "autoscaling/v2 HorizontalPodAutoscaler":
 		return &autoscalingv2.HorizontalPodAutoscaler{}, nil
 	case "policy/v1 PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}, nil
 	}
-	return nil, fmt.Errorf("unexpected apiVersion/kind %q/%q (the test knows Deployment, Service, ConfigMap, Namespace, autoscaling/v2 HorizontalPodAutoscaler, policy/v1 PodDisruptionBudget)", apiVersion, kind)
+	return nil, fmt.Errorf("unexpected apiVersion/kind %q/%q (the test knows Deployment, Service, ConfigMap, Namespace, Secret, autoscaling/v2 HorizontalPodAutoscaler, policy/v1 PodDisruptionBudget)", apiVersion, kind)
 }
 
 // splitDocuments splits a multi-document YAML stream, dropping documents that
@@ -137,7 +139,7 @@ func TestStrictDecodingRejects(t *testing.T) {
 		"unknown nested":    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      containers:\n      - name: c\n        readinessProbe: {httpGet: {path: /readyz, port: 1, hots: x}}\n",
 		"duplicate key":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\ndata: {c: d}\n",
 		"wrong type":        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: x}\nspec: {maxUnavailable: [1]}\n",
-		"unknown kind":      "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n",
+		"unknown kind":      "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: x}\n",
 		"wrong api version": "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {name: x}\n",
 	} {
 		if _, err := decodeStrict(name, []byte(doc)); err == nil {
@@ -242,6 +244,9 @@ type installWant struct {
 	hpa, pdb  bool
 	replicas  int32 // Deployment replicas when there is no HPA (0: any ≥ 2)
 	namespace string
+	// openAdmin: the admin port has no token (the chart's adminToken
+	// disabled); otherwise it must have one, from a mounted Secret.
+	openAdmin bool
 }
 
 // installation is what checkInstallation found, for further checks.
@@ -385,6 +390,8 @@ func checkInstallation(t *testing.T, objs []object, want installWant) installati
 		t.Errorf("relay admin on %q, container port http-admin is %d: the kubelet's probes need :%d (not 127.0.0.1)", cfg.Admin, adminPort, adminPort)
 	}
 
+	checkAdminToken(t, objs, pod, c, cfg, want.openAdmin)
+
 	// Probes on the admin port.
 	checkProbe(t, c, "readinessProbe", c.ReadinessProbe, "/readyz", adminPort, true)
 	checkProbe(t, c, "livenessProbe", c.LivenessProbe, "/healthz", adminPort, true)
@@ -481,6 +488,60 @@ func checkInstallation(t *testing.T, objs []object, want installWant) installati
 		}
 	}
 	return s
+}
+
+// checkAdminToken: the admin port, reachable from the cluster, needs a
+// bearer token (issue 12): admin_token_file is a key of a Secret volume
+// mounted as a directory (a subPath mount would never see a rotation); a
+// Secret of the installation with that name holds a non-empty token.
+func checkAdminToken(t *testing.T, objs []object, pod *corev1.PodSpec, c *corev1.Container, cfg app.Config, open bool) {
+	t.Helper()
+	if open {
+		if cfg.AdminTokenFile != "" {
+			t.Errorf("admin_token_file %s set, want none", cfg.AdminTokenFile)
+		}
+		return
+	}
+	if cfg.AdminTokenFile == "" {
+		t.Errorf("admin on %q without admin_token_file: pprof, /debug/ and the log level are open to the whole cluster", cfg.Admin)
+		return
+	}
+	dir, key := filepath.Dir(cfg.AdminTokenFile), filepath.Base(cfg.AdminTokenFile)
+	for _, m := range c.VolumeMounts {
+		if filepath.Clean(m.MountPath) != dir {
+			continue
+		}
+		if m.SubPath != "" {
+			t.Errorf("admin token mounted with subPath %s: a rotated Secret would never reach the pod", m.SubPath)
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			if v.Secret == nil {
+				t.Errorf("admin_token_file %s: volume %s is not a Secret", cfg.AdminTokenFile, v.Name)
+				return
+			}
+			if v.Secret.Optional != nil && *v.Secret.Optional {
+				t.Errorf("admin token Secret %s is optional: without it the relay would not start", v.Secret.SecretName)
+			}
+			for _, it := range v.Secret.Items {
+				if it.Path == key {
+					key = it.Key
+				}
+			}
+			for _, o := range objs {
+				if sec, ok := o.obj.(*corev1.Secret); ok && sec.Name == v.Secret.SecretName {
+					tok := strings.TrimSpace(string(sec.Data[key]) + sec.StringData[key])
+					if len(tok) < 16 {
+						t.Errorf("Secret %s key %s holds a %d-byte token, want at least 16", sec.Name, key, len(tok))
+					}
+				}
+			}
+			return
+		}
+	}
+	t.Errorf("admin_token_file %s: no volume mount provides its directory", cfg.AdminTokenFile)
 }
 
 // checkMeta checks names and labels with the API server's own syntax rules.

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"regexp"
@@ -169,6 +170,32 @@ func (b *Binder) Authorize(ctx context.Context, node *corev3.Node, class string)
 // certificate: its URI SANs (as strings), then its DNS SANs. Without a
 // verified client certificate the error is PermissionDenied.
 func PeerIdentities(ctx context.Context) ([]string, error) {
+	leaf, err := verifiedLeaf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(leaf.URIs)+len(leaf.DNSNames))
+	for _, u := range leaf.URIs {
+		ids = append(ids, u.String())
+	}
+	ids = append(ids, leaf.DNSNames...)
+	if len(ids) == 0 {
+		return nil, status.Error(codes.PermissionDenied, "client certificate has no URI or DNS SAN")
+	}
+	return ids, nil
+}
+
+// VerifiedClientCert returns nil when the stream's peer (ctx holds a gRPC
+// peer; relay's REST handler puts one there too) presented a client
+// certificate the listener verified against its client CAs, and a
+// PermissionDenied error saying what is missing otherwise.
+func VerifiedClientCert(ctx context.Context) error {
+	_, err := verifiedLeaf(ctx)
+	return err
+}
+
+// verifiedLeaf is the leaf of the peer's first verified chain.
+func verifiedLeaf(ctx context.Context) (*x509.Certificate, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return nil, status.Error(codes.PermissionDenied, "no client certificate: no peer")
@@ -190,16 +217,7 @@ func PeerIdentities(ctx context.Context) ([]string, error) {
 		}
 		return nil, status.Error(codes.PermissionDenied, "no client certificate")
 	}
-	leaf := chains[0][0]
-	ids := make([]string, 0, len(leaf.URIs)+len(leaf.DNSNames))
-	for _, u := range leaf.URIs {
-		ids = append(ids, u.String())
-	}
-	ids = append(ids, leaf.DNSNames...)
-	if len(ids) == 0 {
-		return nil, status.Error(codes.PermissionDenied, "client certificate has no URI or DNS SAN")
-	}
-	return ids, nil
+	return chains[0][0], nil
 }
 
 func anchor(re string) string { return "^(?:" + re + ")$" }

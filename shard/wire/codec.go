@@ -11,6 +11,15 @@ import (
 // Raw receives a message's bytes undecoded (see Codec.Unmarshal).
 type Raw struct{ Bytes []byte }
 
+// Decoded receives a message decoded into Msg (by the standard proto codec)
+// without failing the receive when it does not decode: Err is set instead.
+// gRPC turns a codec error into INTERNAL, and an undecodable request is the
+// client's fault, which the receiver can then answer as such.
+type Decoded struct {
+	Msg any // a proto message
+	Err error
+}
+
 // Codec is the gRPC codec of the relay's streams. It writes *Stamped and
 // reads *Raw without any protobuf work, and falls back to the standard proto
 // codec for every other type. It keeps the name "proto" so peers see an
@@ -39,6 +48,10 @@ func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*Raw); ok {
 		r.Bytes = data.Materialize() // a copy: data is freed when we return
+		return nil
+	}
+	if d, ok := v.(*Decoded); ok {
+		d.Err = c.fallback.Unmarshal(data, d.Msg)
 		return nil
 	}
 	if v == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -75,9 +76,11 @@ func (st *Status) clone() Status {
 // Class.mu, then whatever shard watchers lock; pendMu is a leaf.
 type Source struct {
 	// Set at construction, read-only.
-	dir  string
-	log  *zap.Logger
-	wake dedup.Signal // interest changes for Run to re-apply
+	dir   string // the directory, or a label such as "embedded sample" when fixed
+	fsys  fs.FS  // the files: os.DirFS(dir), or an embedded file system
+	fixed bool   // fsys never changes (embedded): Run watches nothing
+	log   *zap.Logger
+	wake  dedup.Signal // interest changes for Run to re-apply
 
 	running atomic.Bool
 	status  atomic.Pointer[Status] // immutable once stored; written under mu
@@ -124,8 +127,25 @@ func New(dir string, log *zap.Logger) (*Source, error) {
 	if dir == "" {
 		return nil, errors.New("filesource: directory is empty")
 	}
+	dir = filepath.Clean(dir)
+	return newSource(os.DirFS(dir), dir, false, log)
+}
+
+// NewFixed serves the files at the root of fsys, which never change (an
+// embedded file system, such as the relay's built-in sample): Run follows no
+// changes. name labels it in errors, logs and the status.
+func NewFixed(fsys fs.FS, name string, log *zap.Logger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return newSource(fsys, name, true, log)
+}
+
+func newSource(fsys fs.FS, dir string, fixed bool, log *zap.Logger) (*Source, error) {
 	s := &Source{
-		dir:     filepath.Clean(dir),
+		dir:     dir,
+		fsys:    fsys,
+		fixed:   fixed,
 		log:     log,
 		wake:    dedup.NewSignal(),
 		state:   map[string]*typeState{},
@@ -133,12 +153,33 @@ func New(dir string, log *zap.Logger) (*Source, error) {
 		applied: map[*shard.Class]map[string]bool{},
 	}
 	s.status.Store(&Status{Dir: s.dir, Resources: map[string]int{}})
-	snap, err := load(s.dir)
+	snap, err := load(s.fsys, s.dir)
+	if err == nil {
+		err = snap.checkNotEmpty(s.dir)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.install(snap, time.Now())
 	return s, nil
+}
+
+// ErrNoResources is the error of a load that found no resource at all: an
+// emptied directory, a deploy that has removed the old files and not yet
+// written the new. Serving it would remove every resource from every client
+// (Envoy drops its listeners and clusters), so the source refuses it: New
+// fails, and a reload keeps the last good state until a load with resources.
+var ErrNoResources = errors.New("no resources")
+
+// checkNotEmpty returns an error wrapping ErrNoResources when snap holds no
+// resource.
+func (snap *snapshot) checkNotEmpty(dir string) error {
+	for _, ts := range snap.types {
+		if len(ts.resources) > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("filesource: %s: %w in %d files: refusing a state that would remove every resource from every client", dir, ErrNoResources, len(snap.files))
 }
 
 // Attach installs the current state (every type, as complete state) into
@@ -312,12 +353,13 @@ func isConfigFile(name string) bool {
 	return false
 }
 
-// load reads every config file of dir (not recursively; symlinks are
-// followed, so a Kubernetes ConfigMap volume works) into a snapshot.
-func load(dir string) (*snapshot, error) {
-	entries, err := os.ReadDir(dir)
+// load reads every config file at the root of fsys (not recursively;
+// symlinks are followed, so a Kubernetes ConfigMap volume works) into a
+// snapshot; dir names fsys in errors.
+func load(fsys fs.FS, dir string) (*snapshot, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("filesource: %w", err)
+		return nil, fmt.Errorf("filesource: %s: %w", dir, err)
 	}
 	snap := &snapshot{files: []string{}, types: map[string]*typeState{}}
 	type origin struct{ file, where string }
@@ -328,16 +370,16 @@ func load(dir string) (*snapshot, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		fi, err := os.Stat(path)
+		fi, err := fs.Stat(fsys, e.Name())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		if !fi.Mode().IsRegular() {
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		resources, lines, err := parseFile(path, data)
 		if err != nil {
@@ -525,7 +567,8 @@ func parseYAML(data []byte) (*discoveryv3.DiscoveryResponse, []int, error) {
 				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, item.Line, jerr)
 			}
 			if aerr := protojson.Unmarshal(js, &anypb.Any{}); aerr != nil {
-				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, item.Line, protoError(aerr, false))
+				perr := protoError(aerr, false)
+				return nil, nil, fmt.Errorf("resources[%d] (line %d): %w", i, culpritLine(item, perr.Error()), perr)
 			}
 		}
 		return nil, nil, protoError(err, false)
@@ -535,6 +578,41 @@ func parseYAML(data []byte) (*discoveryv3.DiscoveryResponse, []int, error) {
 		lines[i] = item.Line
 	}
 	return resp, lines, nil
+}
+
+// quoted is a token protojson quotes in its errors: the unknown field's
+// name, the invalid value.
+var quoted = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+
+// culpritLine is the line, inside a resource's YAML, of the key or value
+// that protojson's error msg quotes (unknown field "lb_polcy" is on the
+// line of the key lb_polcy, not of the resource's first line); the
+// resource's own line when none matches.
+func culpritLine(item *yaml.Node, msg string) int {
+	m := quoted.FindAllStringSubmatch(msg, -1)
+	if len(m) == 0 {
+		return item.Line
+	}
+	token := m[len(m)-1][1]
+	line := 0
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n == nil || line != 0 {
+			return
+		}
+		if n.Kind == yaml.ScalarNode && n.Value == token {
+			line = n.Line
+			return
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(item)
+	if line == 0 {
+		return item.Line
+	}
+	return line
 }
 
 var (

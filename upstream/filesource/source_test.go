@@ -71,7 +71,7 @@ func names(ts *typeState) []string {
 }
 
 func TestLoadSample(t *testing.T) {
-	snap, err := load(sampleDir)
+	snap, err := loadDir(sampleDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestLoadSample(t *testing.T) {
 		t.Errorf("files = %v, want %v", snap.files, want)
 	}
 
-	again, err := load(sampleDir)
+	again, err := loadDir(sampleDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,13 +141,13 @@ func TestDeterministic(t *testing.T) {
   metadata:
     filter_metadata:
 ` + meta.String()})
-	first, err := load(yamlDir)
+	first, err := loadDir(yamlDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := first.types[clusterType].resources[0]
 	for range 20 {
-		snap, err := load(yamlDir)
+		snap, err := loadDir(yamlDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestDeterministic(t *testing.T) {
 	}
 	var hashes []uint64
 	for _, tc := range tests {
-		snap, err := load(writeFiles(t, t.TempDir(), map[string]string{tc.file: tc.content}))
+		snap, err := loadDir(writeFiles(t, t.TempDir(), map[string]string{tc.file: tc.content}))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -219,7 +219,13 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "unknown field",
 			files: map[string]string{"field.yaml": clusterYAML("a") + "  no_such_field: 1\n"},
-			want:  []string{"field.yaml", "resources[0] (line 2)", "no_such_field"},
+			// The line of the key at fault, not the resource's first line.
+			want: []string{"field.yaml", "resources[0] (line 5)", "no_such_field"},
+		},
+		{
+			name:  "bad enum value",
+			files: map[string]string{"enum.yaml": clusterYAML("a") + "  lb_policy: ROUND_ROBN\n"},
+			want:  []string{"enum.yaml", "resources[0] (line 5)", "ROUND_ROBN"},
 		},
 		{
 			name:  "duplicate across files",
@@ -292,7 +298,7 @@ func TestLoadErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFiles(t, t.TempDir(), tc.files)
-			_, err := load(dir)
+			_, err := loadDir(dir)
 			if err == nil {
 				t.Fatal("load succeeded")
 			}
@@ -326,14 +332,14 @@ func TestLoadIgnores(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "more.YML"), filepath.Join(dir, "link.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := load(dir)
+	snap, err := loadDir(dir)
 	if err == nil || !strings.Contains(err.Error(), "link.yaml") || !strings.Contains(err.Error(), "more.YML") {
 		t.Fatalf("a symlink duplicating more.YML: err %v", err)
 	}
 	if err := os.Remove(filepath.Join(dir, "link.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if snap, err = load(dir); err != nil {
+	if snap, err = loadDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	if got := names(snap.types[clusterType]); !slices.Equal(got, []string{"a", "b"}) {
@@ -381,7 +387,7 @@ resources:
         aGVs
         bG8=
 `})
-	snap, err := load(dir)
+	snap, err := loadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,3 +458,6 @@ func TestStatusJSON(t *testing.T) {
 		t.Error("Status shares its maps with the caller")
 	}
 }
+
+// loadDir loads a directory as New does.
+func loadDir(dir string) (*snapshot, error) { return load(os.DirFS(dir), dir) }

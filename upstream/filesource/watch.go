@@ -38,6 +38,9 @@ func (s *Source) Run(ctx context.Context) error {
 		return errors.New("filesource: Run is already running")
 	}
 	defer s.running.Store(false)
+	if s.fixed {
+		return s.serveFixed(ctx)
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("filesource: watch %s: %w", s.dir, err)
@@ -108,6 +111,19 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
+// serveFixed is Run for files that never change: it only re-applies types
+// to classes whose interest changed.
+func (s *Source) serveFixed(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake.C():
+			s.reapply()
+		}
+	}
+}
+
 func stoppedTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -132,9 +148,12 @@ func (s *Source) setWatching(on bool) {
 }
 
 // reload loads the directory and installs the result, or keeps the last good
-// state when the load fails.
+// state when the load fails or finds no resource (ErrNoResources).
 func (s *Source) reload() {
-	snap, err := load(s.dir)
+	snap, err := load(s.fsys, s.dir)
+	if err == nil {
+		err = snap.checkNotEmpty(s.dir)
+	}
 	now := time.Now()
 	if err != nil {
 		s.log.Error("config reload failed; keeping the last good state", zap.String("dir", s.dir), zap.Error(err))

@@ -2,6 +2,7 @@ package filesource
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -267,5 +268,78 @@ func TestCloseForgetsClasses(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return s.Status().Loads > loads && s.Status().Resources[clusterType] == 2 }, "reload after Close")
 	if got := counts(class)[clusterType]; got != 1 {
 		t.Errorf("closed source updated a class: %d clusters", got)
+	}
+}
+
+// TestEmptiedDirKeepsState: a reload that finds no resource (every file
+// removed, or only empty lists left, as midway through a deploy) is refused:
+// the classes keep the last good state, the status says why, and the next
+// load with resources is installed.
+func TestEmptiedDirKeepsState(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"clusters.yaml":  clusterYAML("a", "b"),
+		"listeners.yaml": listenerYAML("l1"),
+	})
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := newRegistry(t, s.Attach).ClassFor(node("one"))
+	startRun(t, s)
+	good := map[string]int{clusterType: 2, listenerType: 1}
+	if got := counts(class); !maps.Equal(got, good) {
+		t.Fatalf("after start: %v, want %v", got, good)
+	}
+
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"every file removed", func() error {
+			for _, f := range []string{"clusters.yaml", "listeners.yaml"} {
+				if err := os.Remove(filepath.Join(dir, f)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"only empty lists", func() error {
+			return os.WriteFile(filepath.Join(dir, "empty.yaml"), []byte("resources: []\n"), 0o644)
+		}},
+	}
+	for _, step := range steps {
+		before := s.Status()
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		eventually(t, 5*time.Second, func() bool {
+			return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, "no resources")
+		}, "%s: LastError naming no resources, have %q", step.name, s.Status().LastError)
+		if got := counts(class); !maps.Equal(got, good) {
+			t.Errorf("%s: class has %v, want the last good %v", step.name, got, good)
+		}
+		if got := s.Status().Resources; !maps.Equal(got, good) {
+			t.Errorf("%s: Status().Resources = %v, want the last good %v", step.name, got, good)
+		}
+	}
+
+	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("c")})
+	want := map[string]int{clusterType: 1, listenerType: 0}
+	eventually(t, 5*time.Second, func() bool {
+		return maps.Equal(counts(class), want) && s.Status().LastError == ""
+	}, "a load with resources: class %v, want %v; last error %q", counts(class), want, s.Status().LastError)
+}
+
+// TestNewEmptyDir: a directory without resources is an error at start (the
+// relay would serve nothing and report ready).
+func TestNewEmptyDir(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"no files":    {},
+		"empty lists": {"clusters.yaml": "resources: []\n", "notes.txt": "x"},
+	} {
+		_, err := New(writeFiles(t, t.TempDir(), files), nil)
+		if !errors.Is(err, ErrNoResources) {
+			t.Errorf("%s: New: %v, want ErrNoResources", name, err)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package app
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"time"
 
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -22,7 +24,7 @@ func (r *Relay) adminHandler() http.Handler {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok\n" + r.staleNote()))
 	})
 	mux.HandleFunc("GET /debug/classes", func(w http.ResponseWriter, _ *http.Request) {
 		type classJSON struct {
@@ -31,7 +33,7 @@ func (r *Relay) adminHandler() http.Handler {
 			Types   int    `json:"types"`
 			Streams int    `json:"subscriptions"`
 		}
-		var out []classJSON
+		out := []classJSON{} // [] when there is none, not null
 		for _, c := range r.registry.Classes() {
 			cj := classJSON{Name: c.Name, Node: c.Node.GetId()}
 			for _, ts := range c.Status() {
@@ -73,14 +75,33 @@ func (r *Relay) adminHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", r.tel.handler)
 	if r.level != nil {
-		mux.Handle("/debug/logging", r.level) // GET: {"level":...}; PUT {"level":"debug"}
+		mux.Handle("/debug/logging", levelHandler(*r.level))
 	}
+	mux.HandleFunc("GET /debug/{$}", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, adminIndex(r.level != nil))
+	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// staleNote is the readiness body's line saying the file source is stale
+// ("" when it is not). A stale source leaves the relay ready: its clients are
+// served the last good state, which restarting or failing over to another
+// relay (with the same files) would not improve on.
+func (r *Relay) staleNote() string {
+	if r.files == nil {
+		return ""
+	}
+	st := r.files.Status()
+	if st.LastError == "" {
+		return ""
+	}
+	return fmt.Sprintf("file source stale: serving the state loaded at %s; the load at %s failed: %s\n",
+		st.LoadedAt.UTC().Format(time.RFC3339), st.FailedAt.UTC().Format(time.RFC3339), truncate(st.LastError, statusMaxText))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

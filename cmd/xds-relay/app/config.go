@@ -29,11 +29,16 @@ type Config struct {
 	NodeClasses NodeClassConfig `yaml:"node_classes"`
 	Log         LogConfig       `yaml:"log"`
 	Limits      LimitsConfig    `yaml:"limits"`
+	Server      ServerConfig    `yaml:"server"`
 	Drain       DrainConfig     `yaml:"drain"`
 	REST        RESTConfig      `yaml:"rest"`
 	Tracing     TracingConfig   `yaml:"tracing"`
 	TLS         TLSConfig       `yaml:"tls"`
 	Identity    IdentityConfig  `yaml:"identity"`
+
+	// AdminTokenFile, if set, holds the bearer token every admin endpoint
+	// but /healthz, /readyz and /metrics requires.
+	AdminTokenFile string `yaml:"admin_token_file"`
 }
 
 // TLSConfig is the downstream listener's TLS. Files are reloaded when they
@@ -44,6 +49,9 @@ type TLSConfig struct {
 	// ClientCAFile, if set, makes the listener require and verify client
 	// certificates (mTLS) against these CAs.
 	ClientCAFile string `yaml:"client_ca_file"`
+	// AllowSecretsWithoutClientCert serves Secrets (SDS) to clients without
+	// a verified client certificate; otherwise they are refused.
+	AllowSecretsWithoutClientCert bool `yaml:"allow_secrets_without_client_cert"`
 }
 
 // IdentityConfig binds client certificate identities to the nodes they may
@@ -69,6 +77,17 @@ type UpstreamTLSConfig struct {
 	ServerName string `yaml:"server_name"`
 }
 
+// ServerConfig is the downstream gRPC server's connection limits (see
+// relay.ConnLimits).
+type ServerConfig struct {
+	MaxHeaderListBytes int           `yaml:"max_header_list_bytes"`
+	ConnectionTimeout  time.Duration `yaml:"connection_timeout"`
+	KeepaliveTime      time.Duration `yaml:"keepalive_time"`
+	KeepaliveTimeout   time.Duration `yaml:"keepalive_timeout"`
+	KeepaliveMinTime   time.Duration `yaml:"keepalive_min_time"`
+	MaxConnectionIdle  time.Duration `yaml:"max_connection_idle"`
+}
+
 // DrainConfig is how the relay hands its clients to its peers.
 type DrainConfig struct {
 	// Period: on SIGTERM the relay stops accepting, sends GOAWAY and gives
@@ -90,6 +109,10 @@ type RESTConfig struct {
 	// MaxHold bounds a long poll: a request whose version is current waits
 	// up to this long for a change, then gets 304.
 	MaxHold time.Duration `yaml:"max_hold"`
+	// Plaintext serves REST as plain HTTP even with tls.cert_file set
+	// (refused with tls.client_ca_file); otherwise REST uses the xDS
+	// listener's TLS.
+	Plaintext bool `yaml:"plaintext"`
 }
 
 // TracingConfig configures OpenTelemetry traces (off by default).
@@ -120,6 +143,8 @@ type BackoffConfig struct {
 
 // SourceConfig is the filesystem source used when no upstream is set.
 type SourceConfig struct {
+	// Dir is the directory of resource files to serve and watch; empty
+	// serves the sample embedded in the binary (deploy/sample-config).
 	Dir string `yaml:"dir"`
 }
 
@@ -142,6 +167,10 @@ type RuleConfig struct {
 type LogConfig struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
+	// ClientLinesPerSecond bounds the log lines clients trigger (NACKs, new
+	// classes, ended streams); MaxFieldBytes cuts each client-supplied field.
+	ClientLinesPerSecond int `yaml:"client_lines_per_second"`
+	MaxFieldBytes        int `yaml:"max_field_bytes"`
 }
 
 // LimitsConfig bounds what one client may ask for.
@@ -162,6 +191,17 @@ type LimitsConfig struct {
 	// MaxCollapses disconnects a client whose queue overflowed this many
 	// times (a chronic laggard); 0 never disconnects.
 	MaxCollapses int `yaml:"max_collapses"`
+	// FirstRequestTimeout ends a stream that sends no request within it.
+	FirstRequestTimeout time.Duration `yaml:"first_request_timeout"`
+	// Input bounds (see relay.Options).
+	MaxTypeURLBytes      int `yaml:"max_type_url_bytes"`
+	MaxResourceNameBytes int `yaml:"max_resource_name_bytes"`
+	MaxNodeBytes         int `yaml:"max_node_bytes"`
+	MaxNodeIDBytes       int `yaml:"max_node_id_bytes"`
+	MaxClassNameBytes    int `yaml:"max_class_name_bytes"`
+	// MaxMetricClasses: class label values beyond this many fold into
+	// "other".
+	MaxMetricClasses int `yaml:"max_metric_classes"`
 	// MaxClasses bounds the node classes (each has an upstream stream); a
 	// client that would create one more is refused with RESOURCE_EXHAUSTED.
 	MaxClasses int `yaml:"max_classes"`
@@ -176,12 +216,16 @@ func DefaultConfig() Config {
 			Protocol: "sotw",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
-		Source:      SourceConfig{Dir: "deploy/sample-config"},
+		Source:      SourceConfig{}, // no dir: the embedded sample
 		NodeClasses: NodeClassConfig{Linger: 5 * time.Minute},
-		Log:         LogConfig{Level: "info", Format: "console"},
+		Log:         LogConfig{Level: "info", Format: "console", ClientLinesPerSecond: 20, MaxFieldBytes: 1024},
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
 			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
+			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxNodeBytes: 64 << 10,
+			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256,
 			MaxClasses: 10000},
+		Server: ServerConfig{MaxHeaderListBytes: 64 << 10, ConnectionTimeout: 10 * time.Second, KeepaliveTime: 2 * time.Minute,
+			KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 15 * time.Second, MaxConnectionIdle: 5 * time.Minute},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
@@ -255,8 +299,6 @@ func (c *Config) Validate() error {
 		if err := checkHostPort(c.Upstream.Address); err != nil {
 			return bad("upstream.address", "%v", err)
 		}
-	} else if c.Source.Dir == "" {
-		return bad("source.dir", "required when upstream.address is empty")
 	}
 	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
 		return bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)
@@ -302,6 +344,15 @@ func (c *Config) Validate() error {
 		{"limits.max_message_bytes", c.Limits.MaxMessageBytes},
 		{"limits.request_burst", c.Limits.RequestBurst},
 		{"limits.max_classes", c.Limits.MaxClasses},
+		{"limits.max_type_url_bytes", c.Limits.MaxTypeURLBytes},
+		{"limits.max_resource_name_bytes", c.Limits.MaxResourceNameBytes},
+		{"limits.max_node_bytes", c.Limits.MaxNodeBytes},
+		{"limits.max_node_id_bytes", c.Limits.MaxNodeIDBytes},
+		{"limits.max_class_name_bytes", c.Limits.MaxClassNameBytes},
+		{"limits.max_metric_classes", c.Limits.MaxMetricClasses},
+		{"server.max_header_list_bytes", c.Server.MaxHeaderListBytes},
+		{"log.client_lines_per_second", c.Log.ClientLinesPerSecond},
+		{"log.max_field_bytes", c.Log.MaxFieldBytes},
 	} {
 		if lim.v < 1 {
 			return bad(lim.key, "must be at least 1, got %d", lim.v)
@@ -309,6 +360,27 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Limits.RequestsPerSecond > 0) || math.IsInf(c.Limits.RequestsPerSecond, 0) { // NaN fails too
 		return bad("limits.requests_per_second", "must be positive, got %v", c.Limits.RequestsPerSecond)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"limits.first_request_timeout", c.Limits.FirstRequestTimeout},
+		{"server.connection_timeout", c.Server.ConnectionTimeout},
+		{"server.keepalive_time", c.Server.KeepaliveTime},
+		{"server.keepalive_timeout", c.Server.KeepaliveTimeout},
+		{"server.keepalive_min_time", c.Server.KeepaliveMinTime},
+		{"server.max_connection_idle", c.Server.MaxConnectionIdle},
+	} {
+		if d.v <= 0 {
+			return bad(d.key, "must be positive, got %v", d.v)
+		}
+	}
+	if c.Server.MaxHeaderListBytes < 1024 {
+		return bad("server.max_header_list_bytes", "must be at least 1024 (a gRPC request's headers), got %d", c.Server.MaxHeaderListBytes)
+	}
+	if c.Log.MaxFieldBytes < 64 {
+		return bad("log.max_field_bytes", "must be at least 64, got %d", c.Log.MaxFieldBytes)
 	}
 	if c.Limits.MaxCollapses < 0 {
 		return bad("limits.max_collapses", "must not be negative (0: never disconnect), got %d", c.Limits.MaxCollapses)
@@ -330,10 +402,10 @@ func (c *Config) Validate() error {
 	if len(c.Identity.Rules) > 0 && c.TLS.ClientCAFile == "" {
 		return bad("identity.rules", "binding node identities needs client certificates: set tls.client_ca_file")
 	}
-	if len(c.Identity.Rules) > 0 && c.REST.Listen != "" {
-		// REST-JSON is plain HTTP without client certificates: with identity
-		// binding on, it would let anyone claim any node.
-		return bad("rest.listen", "identity binding is not enforced on the REST listener: disable one of them")
+	if c.REST.Listen != "" && c.REST.Plaintext && c.TLS.ClientCAFile != "" {
+		// Plain HTTP has no client certificates: it would serve any node,
+		// and bypass identity binding, while gRPC requires them.
+		return bad("rest.plaintext", "REST in plaintext while the xDS listener requires client certificates (tls.client_ca_file): remove rest.plaintext")
 	}
 	if _, err := c.binder(); err != nil {
 		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,16 +13,23 @@ import (
 
 // keyLineMap maps dotted key paths ("upstream.backoff.max",
 // "node_classes.rules[1].regex") to the line of the key in the file, and
-// lines back to the deepest key that starts there.
+// lines back to the keys on them, in file order: one per line in block
+// style, several in flow style (`upstream: {address: x, protocol: sotw}`).
 type keyLineMap struct {
 	byKey  map[string]int
-	byLine map[int]string
+	byLine map[int][]keyAt
+}
+
+// keyAt is a key path and the node of its value.
+type keyAt struct {
+	path  string
+	value *yaml.Node
 }
 
 func (m keyLineMap) line(key string) int { return m.byKey[key] }
 
 func keyLines(root *yaml.Node) keyLineMap {
-	m := keyLineMap{byKey: map[string]int{}, byLine: map[int]string{}}
+	m := keyLineMap{byKey: map[string]int{}, byLine: map[int][]keyAt{}}
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
 		switch n.Kind {
@@ -37,16 +45,14 @@ func keyLines(root *yaml.Node) keyLineMap {
 					p = path + "." + k.Value
 				}
 				m.byKey[p] = k.Line
-				m.byLine[k.Line] = p
+				m.byLine[k.Line] = append(m.byLine[k.Line], keyAt{p, v})
 				walk(v, p)
 			}
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				p := fmt.Sprintf("%s[%d]", path, i)
 				m.byKey[p] = c.Line
-				if _, ok := m.byLine[c.Line]; !ok {
-					m.byLine[c.Line] = p
-				}
+				m.byLine[c.Line] = append(m.byLine[c.Line], keyAt{p, c})
 				walk(c, p)
 			}
 		}
@@ -70,10 +76,86 @@ func decodeError(file string, err error, lines keyLineMap) error {
 	}
 	line, _ := strconv.Atoi(m[1])
 	msg := m[2]
-	if f := regexp.MustCompile(`^field (\S+) not found in type`).FindStringSubmatch(msg); f != nil {
+	key := lines.keyAtError(line, msg)
+	if unknownFieldRE.MatchString(msg) {
 		msg = "unknown key"
 	}
-	return &ConfigError{File: file, Line: line, Key: lines.byLine[line], Msg: msg}
+	return &ConfigError{File: file, Line: line, Key: key, Msg: msg}
+}
+
+var (
+	// unknownFieldRE is yaml.v3's unknown key error: "field NAME not found
+	// in type app.TYPE".
+	unknownFieldRE = regexp.MustCompile(`^field (\S+) not found in type (\S+)`)
+	// badValueRE is its wrong value error: "cannot unmarshal !!str `lots`
+	// into int"; values over 10 bytes are cut to 7 and "...".
+	badValueRE = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into")
+)
+
+// keyAtError is the key a yaml.v3 error at line is about. yaml.v3 gives the
+// line only, and a flow-style line holds several keys: an unknown key is the
+// one of that name that the type does not have, a bad value the key holding
+// that value. Otherwise it is the line's last key, the deepest in block
+// style.
+func (m keyLineMap) keyAtError(line int, msg string) string {
+	keys := m.byLine[line]
+	if len(keys) == 0 {
+		return ""
+	}
+	if f := unknownFieldRE.FindStringSubmatch(msg); f != nil {
+		for _, k := range keys {
+			if lastSegment(k.path) == f[1] && !knownKey(k.path) {
+				return k.path
+			}
+		}
+	}
+	if v := badValueRE.FindStringSubmatch(msg); v != nil {
+		val, cut := strings.CutSuffix(v[1], "...")
+		for _, k := range keys {
+			if k.value.Kind != yaml.ScalarNode {
+				continue
+			}
+			if k.value.Value == val || (cut && strings.HasPrefix(k.value.Value, val)) {
+				return k.path
+			}
+		}
+	}
+	return keys[len(keys)-1].path
+}
+
+// lastSegment is a key path's last key: "protocol" of "upstream.protocol".
+func lastSegment(path string) string {
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// knownKey reports whether a key path ("node_classes.rules[0].regex") names a
+// field of Config, following its yaml tags.
+func knownKey(path string) bool {
+	t := reflect.TypeOf(Config{})
+	for _, seg := range strings.Split(path, ".") {
+		name, _, _ := strings.Cut(seg, "[")
+		if t.Kind() != reflect.Struct {
+			return false
+		}
+		found := false
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag == name {
+				t, found = f.Type, true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+		for n := strings.Count(seg, "["); n > 0 && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array); n-- {
+			t = t.Elem()
+		}
+	}
+	return true
 }
 
 func yamlErrLine(err error) int {

@@ -48,11 +48,22 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad rule regex", "node_classes:\n  rules:\n  - field: id\n    regex: \"(\"\n", "node_classes.rules[0].regex", 4},
 		{"bad rule field", "node_classes:\n  rules:\n  - field: idd\n", "node_classes.rules[0].field", 3},
 		{"bad log level", "log:\n  level: loud\n", "log.level", 2},
-		{"rest with identity binding", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: x\n    node_id: y\nrest:\n  listen: 127.0.0.1:1\n", "rest.listen", 10},
+		{"plaintext rest with client certificates", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nrest:\n  listen: 127.0.0.1:1\n  plaintext: true\n", "rest.plaintext", 7},
 		{"bad identity regex", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: \"(\"\n    node_id: y\n", "identity.rules[0].san", 7},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
 		{"zero linger", "node_classes:\n  linger: 0s\n", "node_classes.linger", 2},
 		{"zero max classes", "limits:\n  max_classes: 0\n", "limits.max_classes", 2},
+		// Flow style: several keys share a line; the error names the one at fault.
+		{"flow: unknown key last", "upstream: {address: x, protocl: sotw}\n", "upstream.protocl", 1},
+		{"flow: unknown key first", "upstream: {protocl: sotw, address: x}\n", "upstream.protocl", 1},
+		{"flow: unknown key between", "upstream: {address: x, protocl: sotw, relay_id: r}\n", "upstream.protocl", 1},
+		{"flow: nested unknown key", "upstream: {backoff: {initail: 1s, max: 2s}, address: x}\n", "upstream.backoff.initail", 1},
+		{"flow: bad value among others", "limits: {max_streams: 5, max_resource_names: lots, request_burst: 3}\n", "limits.max_resource_names", 1},
+		{"flow: long bad value", "upstream: {address: x, backoff: {initial: soonish_later, max: 2s}}\n", "upstream.backoff.initial", 1},
+		{"flow: sequence of maps", "node_classes: {rules: [{field: id, regex: a}, {field: id, regx: b}]}\n", "node_classes.rules[1].regx", 1},
+		{"flow: sequence then unknown key", "upstream: {addresses: [a:1, b:1], adress: x}\n", "upstream.adress", 1},
+		{"flow: same name in two maps", "upstream: {tls: {ca_file: a, relay_id: r}, relay_id: r}\n", "upstream.tls.relay_id", 1},
+		{"block then flow line", "listen: :1\nupstream:\n  address: x:1\n  backoff: {max: 2s, initial: lots}\n", "upstream.backoff.initial", 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +79,21 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 				t.Fatalf("message %q must name the file and key", err)
 			}
 		})
+	}
+}
+
+// REST follows the xDS listener's TLS: with client certificates and identity
+// rules it is served over mTLS with the rules applied, so the combination is
+// valid; only an explicit rest.plaintext beside tls.client_ca_file is not.
+func TestParseConfigRESTWithMTLS(t *testing.T) {
+	for _, y := range []string{
+		"tls: {cert_file: c, key_file: k, client_ca_file: ca}\nrest: {listen: 127.0.0.1:1}\n",
+		"tls: {cert_file: c, key_file: k, client_ca_file: ca}\nidentity: {rules: [{san: x, node_id: y}]}\nrest: {listen: 127.0.0.1:1}\n",
+		"tls: {cert_file: c, key_file: k}\nrest: {listen: 127.0.0.1:1, plaintext: true}\n",
+	} {
+		if _, err := ParseConfig("relay.yaml", []byte(y)); err != nil {
+			t.Errorf("%q: %v", y, err)
+		}
 	}
 }
 

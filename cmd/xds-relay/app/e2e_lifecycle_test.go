@@ -581,3 +581,26 @@ func TestE2ERESTClassLifecycle(t *testing.T) {
 		t.Fatalf("poll beyond limits.max_classes: %d %s", code, body)
 	}
 }
+
+// awaitWatched waits until a stream of the class watches a shard of typeURL
+// (its first request was processed: it holds a lease on the class).
+func awaitWatched(t *testing.T, ctx context.Context, r *app.Relay, class, typeURL string) {
+	t.Helper()
+	eventually(t, ctx, "a stream of "+class+" to subscribe to "+typeURL, func() bool {
+		for _, c := range r.Registry().Classes() {
+			if c.Name != class {
+				continue
+			}
+			for _, ts := range c.Status() {
+				if ts.TypeURL == typeURL {
+					for _, sh := range ts.Shards {
+						if sh.Streams > 0 {
+							return true
+						}
+					}
+				}
+			}
+		}
+		return false
+	})
+}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
 // A class's every client leaves; the configuration changes meanwhile; a
@@ -29,7 +31,8 @@ func TestE2EResubscribeAfterIdleGetsCurrentState(t *testing.T) {
 			r := startRelay(t, m.Addr)
 
 			keeper := dialADS(t, ctx, r.Addr(), "keeper", "class-a")
-			keeper.Subscribe("type.googleapis.com/envoy.config.listener.v3.Listener")
+			keeper.Subscribe(resource.ListenerType)
+			awaitWatched(t, ctx, r, "class-a", resource.ListenerType)
 			first := dialADS(t, ctx, r.Addr(), "first", "class-a")
 			first.Subscribe(cdsType, tc.names...)
 			if got := clusterNames(t, first.Next(5*time.Second)); !slices.Equal(got, []string{"c0"}) {

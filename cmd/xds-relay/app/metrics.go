@@ -9,6 +9,7 @@ import (
 	"time"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -38,10 +40,14 @@ type telemetry struct {
 	collapses     metric.Int64Counter
 	reconnects    metric.Int64Counter
 	upstreamResps metric.Int64Counter
+	restarts      metric.Int64Counter
+	repeats       metric.Int64Counter
 	fanout        metric.Float64Histogram
 
 	attrsMu sync.RWMutex
 	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
+
+	classes classLabels // bounds the class label
 }
 
 var (
@@ -57,6 +63,9 @@ type gauges struct {
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	reg := promclient.NewRegistry()
+	// The Go runtime's and the process's own series (go_*, process_*), as
+	// every Prometheus-instrumented server has them.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
 	if err != nil {
 		return nil, err
@@ -93,6 +102,10 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	keep(e)
 	t.upstreamResps, e = m.Int64Counter("xds_relay_upstream_responses", metric.WithDescription("Upstream responses ACKed or NACKed by the relay, by class, type and result."))
 	keep(e)
+	t.restarts, e = m.Int64Counter("xds_relay_upstream_wildcard_restarts", metric.WithDescription("Upstream streams restarted at once to subscribe to a wildcard after explicit names, by class."))
+	keep(e)
+	t.repeats, e = m.Int64Counter("xds_relay_upstream_repeated_responses", metric.WithDescription("Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."))
+	keep(e)
 	t.fanout, e = m.Float64Histogram("xds_relay_fanout_duration", metric.WithDescription("Time from an upstream update to the last stream of a shard written, by type."), metric.WithUnit("s"))
 	keep(e)
 
@@ -115,12 +128,21 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 			if g.upstreamUp == nil {
 				return nil
 			}
+			// Classes folded into one label are up only if all of them are.
+			byLabel := map[string]bool{}
 			for class, up := range g.upstreamUp() {
+				l := t.classes.label(class)
+				if prev, ok := byLabel[l]; ok {
+					up = up && prev
+				}
+				byLabel[l] = up
+			}
+			for l, up := range byLabel {
 				v := int64(0)
 				if up {
 					v = 1
 				}
-				o.Observe(v, metric.WithAttributes(attribute.String("class", class)))
+				o.Observe(v, metric.WithAttributes(attribute.String("class", l)))
 			}
 			return nil
 		}))
@@ -162,23 +184,6 @@ func (t *telemetry) opt(kv ...string) *labels {
 	return l
 }
 
-// forgetClass drops the cached label tuples of a dropped class. (The
-// OpenTelemetry SDK offers no way to delete the series of synchronous
-// instruments: the class's counters stay exported at their last value;
-// xds_relay_upstream_connected, observed per scrape, loses the class.)
-func (t *telemetry) forgetClass(class string) {
-	t.attrsMu.Lock()
-	defer t.attrsMu.Unlock()
-	for key := range t.attrs {
-		for i := 0; i+1 < len(key); i += 2 {
-			if key[i] == "class" && key[i+1] == class {
-				delete(t.attrs, key)
-				break
-			}
-		}
-	}
-}
-
 // typeLabel bounds the type label: the xDS types by short name, anything
 // else a client may invent on ADS as "other".
 func typeLabel(typeURL string) string {
@@ -188,6 +193,54 @@ func typeLabel(typeURL string) string {
 		return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
 	}
 	return "other"
+}
+
+// maxClassLabelBytes cuts a class label value (class names are bounded by
+// limits.max_class_name_bytes already; this is what a series can hold).
+const maxClassLabelBytes = 128
+
+// classLabels bounds the class label: the first max class names seen
+// (limits.max_metric_classes) keep a series of their own, cut to
+// maxClassLabelBytes; later ones are counted as "other". Whoever can name a
+// class (any client, with the default rule) cannot grow /metrics.
+type classLabels struct {
+	max  int // set before use, read-only; 0: 256
+	mu   sync.RWMutex
+	seen map[string]string // class -> label; guarded by mu
+}
+
+func (c *classLabels) label(class string) string {
+	c.mu.RLock()
+	l, ok := c.seen[class]
+	full := len(c.seen) >= c.limit()
+	c.mu.RUnlock()
+	switch {
+	case ok:
+		return l
+	case full:
+		return "other"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, ok := c.seen[class]; ok {
+		return l
+	}
+	if len(c.seen) >= c.limit() {
+		return "other"
+	}
+	if c.seen == nil {
+		c.seen = map[string]string{}
+	}
+	l = clientlog.Truncate(class, maxClassLabelBytes)
+	c.seen[class] = l
+	return l
+}
+
+func (c *classLabels) limit() int {
+	if c.max <= 0 {
+		return 256
+	}
+	return c.max
 }
 
 var bg = context.Background()
@@ -211,21 +264,29 @@ func (t *telemetry) Pushed(variant, typeURL string, bytes int) {
 	t.pushBytes.Add(bg, int64(bytes), o.add...)
 }
 func (t *telemetry) ClientACK(class, typeURL string) {
-	t.clientACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
+	t.clientACKs.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) ClientNACK(class, typeURL string) {
-	t.clientNACKs.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
+	t.clientNACKs.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) QueueCollapsed(variant string) {
 	t.collapses.Add(bg, 1, t.opt("variant", variant).add...)
 }
-func (t *telemetry) Reconnecting(class string) { t.reconnects.Add(bg, 1, t.opt("class", class).add...) }
+func (t *telemetry) Reconnecting(class string) {
+	t.reconnects.Add(bg, 1, t.opt("class", t.classes.label(class)).add...)
+}
 func (t *telemetry) Response(class, typeURL string, accepted bool) {
 	result := "nack"
 	if accepted {
 		result = "ack"
 	}
-	t.upstreamResps.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL), "result", result).add...)
+	t.upstreamResps.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL), "result", result).add...)
+}
+func (t *telemetry) WildcardRestart(class string) {
+	t.restarts.Add(bg, 1, t.opt("class", class).add...)
+}
+func (t *telemetry) RepeatedResponse(class, typeURL string) {
+	t.repeats.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
 }
 
 // Fanout records one shard's fan-out of an update: in the histogram, and as

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"sync"
@@ -16,9 +17,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
+	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
 	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
@@ -56,6 +58,7 @@ type Relay struct {
 	closing  context.Context    // ended by cancel (Close)
 	ready    atomic.Bool        // the downstream listener serves
 	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
+	adminTok *adminToken        // nil: the admin endpoints are open (admin_token_file unset)
 	tel      *telemetry         // metrics, served on /metrics
 	// tracerProvider traces upstream responses and fan-outs; stopTracing
 	// flushes it.
@@ -160,22 +163,32 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		}
 		src = r.upstream
 	} else {
-		r.files, err = filesource.New(cfg.Source.Dir, log.Named("source"))
+		if cfg.Source.Dir == "" {
+			r.files, err = filesource.NewFixed(sampleconfig.FS, sampleconfig.Name, log.Named("source"))
+		} else {
+			r.files, err = filesource.New(cfg.Source.Dir, log.Named("source"))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
 		src = r.files
 	}
+	// One gate for every log line a client triggers, here and downstream.
+	clientLog := clientlog.NewGate(cfg.Log.ClientLinesPerSecond, cfg.Log.MaxFieldBytes)
+	r.tel.classes.max = cfg.Limits.MaxMetricClasses
 	r.registry = shard.NewRegistryWith(classifier, func(c *shard.Class) func(string) {
-		log.Info("new node class", zap.String("class", c.Name), zap.String("first_node", c.Node.GetId()))
+		if ok, dropped := clientLog.Allow(); ok {
+			log.Info("new node class", clientLog.String("class", c.Name), clientLog.String("first_node", c.Node.GetId()), dropped)
+		}
 		return src.Attach(c)
 	}, shard.Lifecycle{
 		Linger:     cfg.NodeClasses.Linger,
 		MaxClasses: cfg.Limits.MaxClasses,
 		Drop: func(c *shard.Class) {
 			src.Detach(c) // the upstream stream is closed when it returns
-			r.tel.forgetClass(c.Name)
-			log.Info("node class dropped", zap.String("class", c.Name), zap.Duration("linger", cfg.NodeClasses.Linger))
+			if ok, dropped := clientLog.Allow(); ok {
+				log.Info("node class dropped", clientLog.String("class", c.Name), zap.Duration("linger", cfg.NodeClasses.Linger), dropped)
+			}
 		},
 	})
 	r.registry.ObserveFanout(r.tel.Fanout)
@@ -187,22 +200,34 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		RequestBurst:      cfg.Limits.RequestBurst,
 		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
 		Authorize:         authorize,
+		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
+
+		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
+		MaxTypeURLBytes:      cfg.Limits.MaxTypeURLBytes,
+		MaxResourceNameBytes: cfg.Limits.MaxResourceNameBytes,
+		MaxNodeBytes:         cfg.Limits.MaxNodeBytes,
+		MaxNodeIDBytes:       cfg.Limits.MaxNodeIDBytes,
+		MaxClassNameBytes:    cfg.Limits.MaxClassNameBytes,
+		ClientLog:            clientLog,
 	})
 	grpcOpts := append(relay.ServerOptions(),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(uint32(cfg.Limits.MaxStreamsPerConnection)),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxMessageBytes),
 	)
+	grpcOpts = append(grpcOpts, relay.ConnLimits{
+		MaxHeaderListBytes: cfg.Server.MaxHeaderListBytes,
+		ConnectionTimeout:  cfg.Server.ConnectionTimeout,
+		KeepaliveTime:      cfg.Server.KeepaliveTime,
+		KeepaliveTimeout:   cfg.Server.KeepaliveTimeout,
+		KeepaliveMinTime:   cfg.Server.KeepaliveMinTime,
+		MaxConnectionIdle:  cfg.Server.MaxConnectionIdle,
+		// drain.max_connection_age: see docs/operations.md, "Rebalancing".
+		MaxConnectionAge:      cfg.Drain.MaxConnectionAge,
+		MaxConnectionAgeGrace: cfg.Drain.MaxConnectionAgeGrace,
+	}.ServerOptions()...)
 	if serverTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
-	}
-	if age := cfg.Drain.MaxConnectionAge; age > 0 {
-		// gRPC jitters the age by ±10% and sends GOAWAY: clients reconnect,
-		// through the Service, spreading over the relays after a scale-out.
-		grpcOpts = append(grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{
-			MaxConnectionAge: age, MaxConnectionAgeGrace: cfg.Drain.MaxConnectionAgeGrace,
-		}))
 	}
 	r.grpcSrv = grpc.NewServer(grpcOpts...)
 	r.server.Register(r.grpcSrv)
@@ -216,7 +241,18 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		_ = src.Close()
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
 	}
-	r.adminSrv = &http.Server{Handler: r.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.AdminTokenFile != "" {
+		if r.adminTok, err = newAdminToken(cfg.AdminTokenFile, log.Named("admin")); err != nil {
+			_ = r.lis.Close()
+			_ = r.adminLis.Close()
+			_ = src.Close()
+			return nil, err
+		}
+	} else if !loopback(cfg.Admin) {
+		log.Warn("the admin port is not on loopback and has no admin_token_file: anyone who reaches it can read /debug/, pprof and change the log level",
+			zap.String("admin", cfg.Admin))
+	}
+	r.adminSrv = &http.Server{Handler: requireToken(r.adminTok, r.adminHandler()), ReadHeaderTimeout: 10 * time.Second}
 	if cfg.REST.Listen != "" {
 		if r.restLis, err = net.Listen("tcp", cfg.REST.Listen); err != nil {
 			_ = r.lis.Close()
@@ -226,7 +262,13 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		}
 		// A held long poll must not be cut off by the write timeout.
 		r.restSrv = &http.Server{Handler: r.server.RESTHandler(cfg.REST.MaxHold),
-			ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.REST.MaxHold + 30*time.Second}
+			ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.REST.MaxHold + 30*time.Second,
+			ErrorLog: restErrorLog(log)}
+		if serverTLS != nil && !cfg.REST.Plaintext {
+			// REST follows the xDS listener: the same certificate, client
+			// CAs and reloads; Authorize applies to it as to gRPC.
+			r.restSrv.TLSConfig = withNextProtos(serverTLS, "h2", "http/1.1")
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -244,7 +286,11 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if err := r.restSrv.Serve(r.restLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := r.restSrv.Serve
+			if r.restSrv.TLSConfig != nil {
+				serve = func(l net.Listener) error { return r.restSrv.ServeTLS(l, "", "") }
+			}
+			if err := serve(r.restLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("REST server stopped", zap.Error(err))
 			}
 		}()
@@ -266,6 +312,16 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	log.Info("relay serving", zap.String("listen", r.Addr()), zap.String("admin", r.AdminAddr()),
 		zap.String("upstream", cfg.Upstream.Address), zap.String("source", sourceDir(cfg)))
 	return r, nil
+}
+
+// restErrorLog logs the REST server's own errors (mostly clients' failed TLS
+// handshakes, which any client can cause at will) at debug level.
+func restErrorLog(log *zap.Logger) *stdlog.Logger {
+	l, err := zap.NewStdLogAt(log.Named("rest"), zap.DebugLevel)
+	if err != nil {
+		return zap.NewStdLog(zap.NewNop())
+	}
+	return l
 }
 
 func (r *Relay) closeAll() {

@@ -283,7 +283,7 @@ func (r *Relay) statusView(now time.Time) statusView {
 		}
 		switch {
 		case st.LastError != "":
-			f.State, f.Badge = "load failed", "bad"
+			f.State, f.Badge = "stale: last load failed", "bad"
 		case st.Watching:
 			f.State, f.Badge = "watching", "ok"
 		default:

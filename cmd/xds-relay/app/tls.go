@@ -349,3 +349,20 @@ func (r *certReloader) Close() error {
 	})
 	return r.closeErr
 }
+
+// withNextProtos is base (a serverTLSConfig) offering protos by ALPN
+// instead: the REST listener's TLS, with the same reloaded certificate and
+// client CAs as the xDS listener, for HTTP/2 and HTTP/1.1 clients.
+func withNextProtos(base *tls.Config, protos ...string) *tls.Config {
+	c := base.Clone()
+	c.NextProtos = protos
+	forClient := base.GetConfigForClient
+	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		cc, err := forClient(hello)
+		if cc != nil {
+			cc.NextProtos = protos // a fresh config per connection
+		}
+		return cc, err
+	}
+	return c
+}

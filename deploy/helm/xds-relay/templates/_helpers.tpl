@@ -56,5 +56,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $_ := set $cfg "source" $src }}
 {{- end }}
 {{- $_ := set $cfg "upstream" $up }}
+{{- if include "xds-relay.adminTokenSecret" . }}
+{{- $_ := set $cfg "admin_token_file" "/etc/xds-relay/admin-token/token" }}
+{{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/* The admin token's Secret: existingSecret, the chart's own, or "" (none). */}}
+{{- define "xds-relay.adminTokenSecret" -}}
+{{- if .Values.adminToken.existingSecret }}
+{{- .Values.adminToken.existingSecret }}
+{{- else if .Values.adminToken.create }}
+{{- printf "%s-admin-token" (include "xds-relay.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}

@@ -1,0 +1,81 @@
+// Package clientlog bounds what clients can put into the relay's log. Any
+// client can trigger a log line (a NACK, a new node class) and choose what
+// it holds (its node id, a type URL, a NACK message of megabytes): a Gate
+// lets such lines through at a bounded rate, counting those it drops, and
+// cuts each client-supplied field to a bounded length, noting the original
+// length. It owns no logger: callers log through their own.
+package clientlog
+
+import (
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+)
+
+// Gate rate-limits client-triggered log lines and truncates their client
+// fields. Safe for concurrent use.
+type Gate struct {
+	// Set at construction, read-only.
+	perSecond int
+	maxField  int
+	now       func() time.Time // time.Now; tests replace it
+
+	mu      sync.Mutex
+	start   time.Time // guarded by mu: the current one-second window
+	events  int       // guarded by mu: lines allowed in the window
+	dropped int       // guarded by mu: lines refused since the last allowed
+}
+
+// NewGate returns a gate letting perSecond lines a second through (at least
+// one) and cutting client fields to maxField bytes (at least 32).
+func NewGate(perSecond, maxField int) *Gate {
+	return &Gate{perSecond: max(perSecond, 1), maxField: max(maxField, 32), now: time.Now}
+}
+
+// Allow reports whether a client-triggered line may be logged now. When it
+// may, the field it returns counts the lines refused since the last one
+// allowed ("suppressed"; zap.Skip when none): log it with the line.
+func (g *Gate) Allow() (bool, zap.Field) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if now.Sub(g.start) >= time.Second {
+		g.start, g.events = now, 0
+	}
+	if g.events >= g.perSecond {
+		g.dropped++
+		return false, zap.Skip()
+	}
+	g.events++
+	f := zap.Skip()
+	if g.dropped > 0 {
+		f = zap.Int("suppressed", g.dropped)
+		g.dropped = 0
+	}
+	return true, f
+}
+
+// String is a log field holding client input, cut to the gate's bound.
+func (g *Gate) String(key, v string) zap.Field { return zap.String(key, g.Truncate(v)) }
+
+// Truncate cuts v to the gate's bound (at a character boundary), noting its
+// length: "abc…(1048576 bytes)". Shorter values are returned as they are.
+func (g *Gate) Truncate(v string) string { return Truncate(v, g.maxField) }
+
+// Truncate cuts v to at most n bytes including a note of its length, at a
+// character boundary (the note alone, up to 24 bytes, if n is smaller); v
+// itself if it is no longer than n.
+func Truncate(v string, n int) string {
+	if len(v) <= n {
+		return v
+	}
+	note := "…(" + strconv.Itoa(len(v)) + " bytes)"
+	cut := max(n-len(note), 0)
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + note
+}

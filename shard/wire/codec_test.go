@@ -1,0 +1,27 @@
+package wire
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Decoded reports a message that does not decode instead of failing the
+// receive (which gRPC would turn into INTERNAL), and decodes one that does.
+func TestCodecDecoded(t *testing.T) {
+	c := NewCodec()
+	good, err := proto.Marshal(durationpb.New(1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Decoded{Msg: &durationpb.Duration{}}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(good)}, &d); err != nil || d.Err != nil || d.Msg.(*durationpb.Duration).GetNanos() != 1500 {
+		t.Fatalf("good message: err %v, decoded %v / %v", err, d.Err, d.Msg)
+	}
+	d = Decoded{Msg: &durationpb.Duration{}}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0xff, 0xff, 0xff})}, &d); err != nil || d.Err == nil {
+		t.Fatalf("garbage: Unmarshal returned %v with Decoded.Err %v, want nil and a decoding error", err, d.Err)
+	}
+}

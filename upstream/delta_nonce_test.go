@@ -1,0 +1,56 @@
+package upstream
+
+import (
+	"testing"
+	"time"
+
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// TestDeltaSubscriptionChangesCarryNoNonce: a delta request that is not an
+// ACK or NACK carries no response_nonce (spec). istiod ignores a request
+// whose nonce is not the latest it sent, so a subscription change carrying
+// an older nonce can be lost during a push (issue 11, item 6).
+func TestDeltaSubscriptionChangesCarryNoNonce(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	w := nopWatcher{}
+	class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), shard.ClusterType, []string{"*"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", SystemVersionInfo: "v1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("ACK = %v, want nonce n1", ack)
+	}
+
+	// Subscription changes of the type answered, and of another type.
+	eds := class.Subscribe(edsType, shard.NewSubscription([]string{"a"}, false), w)
+	r := ds.request(t)
+	wantReq(t, r, edsType, []string{"a"}, nil)
+	if r.GetResponseNonce() != "" {
+		t.Fatalf("subscription change %v carries a nonce", r)
+	}
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n2", Resources: []*discoverygrpc.Resource{endpoints(t, "a", "1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n2" {
+		t.Fatalf("ACK = %v, want nonce n2", ack)
+	}
+	class.Unsubscribe(eds, w)
+	r = ds.request(t)
+	wantReq(t, r, edsType, nil, []string{"a"})
+	if r.GetResponseNonce() != "" {
+		t.Fatalf("unsubscription %v carries a nonce", r)
+	}
+	named := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"b"}, false), w)
+	r = ds.request(t)
+	wantReq(t, r, shard.ClusterType, []string{"b"}, nil)
+	if r.GetResponseNonce() != "" {
+		t.Fatalf("subscription change %v carries a nonce", r)
+	}
+	class.Unsubscribe(named, w)
+	if r = ds.request(t); r.GetResponseNonce() != "" {
+		t.Fatalf("unsubscription %v carries a nonce", r)
+	}
+}
