@@ -159,6 +159,12 @@ type LimitsConfig struct {
 	// MaxCollapses disconnects a client whose queue overflowed this many
 	// times (a chronic laggard); 0 never disconnects.
 	MaxCollapses int `yaml:"max_collapses"`
+	// A node class's union subscription (shard.Limits): names per type, type
+	// URLs, and the estimated size of its upstream request for one type. A
+	// client that would push its class past one is refused.
+	MaxClassNamesPerType    int `yaml:"max_class_names_per_type"`
+	MaxClassTypes           int `yaml:"max_class_types"`
+	MaxUpstreamRequestBytes int `yaml:"max_upstream_request_bytes"`
 }
 
 // DefaultConfig is the configuration with every default filled in.
@@ -173,7 +179,8 @@ func DefaultConfig() Config {
 		Source: SourceConfig{Dir: "deploy/sample-config"},
 		Log:    LogConfig{Level: "info", Format: "console"},
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
-			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10},
+			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
+			MaxClassNamesPerType: 200000, MaxClassTypes: 64, MaxUpstreamRequestBytes: 3 << 20},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
@@ -290,6 +297,9 @@ func (c *Config) Validate() error {
 		{"limits.max_streams_per_connection", c.Limits.MaxStreamsPerConnection},
 		{"limits.max_message_bytes", c.Limits.MaxMessageBytes},
 		{"limits.request_burst", c.Limits.RequestBurst},
+		{"limits.max_class_names_per_type", c.Limits.MaxClassNamesPerType},
+		{"limits.max_class_types", c.Limits.MaxClassTypes},
+		{"limits.max_upstream_request_bytes", c.Limits.MaxUpstreamRequestBytes},
 	} {
 		if lim.v < 1 {
 			return bad(lim.key, "must be at least 1, got %d", lim.v)
