@@ -146,6 +146,10 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		d.staleNonces++
 	}
 	d.apply(first, req)
+	if err := s.deltaNamesLimitLocked(len(req.GetInitialResourceVersions())); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	sub := d.subscription()
 	old := d.shard
 	changed := first || d.retell || (old == nil) != sub.Empty() || old != nil && !old.Sub.Equal(sub)
@@ -162,8 +166,8 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if !sub.Empty() {
 		if old != nil && old.Sub.Equal(sub) {
 			next = old
-		} else {
-			next = s.class.Subscribe(typeURL, sub, s)
+		} else if next, err = subscribe(s.class, typeURL, sub, s); err != nil {
+			return err
 		}
 	}
 	s.mu.Lock()

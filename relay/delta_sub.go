@@ -93,11 +93,16 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 			continue // a phantom unsubscription: nothing to do
 		}
 		delete(d.names, n)
-		if d.wildcard {
+		switch {
+		case d.wildcard:
 			d.mark(n, mustTell)
 			d.retell = true
-		} else {
+		case d.base != nil && d.base.Has(n), d.base != nil && d.base.Aliases[n] != "":
 			d.mark(n, holdNone) // the client drops it; no answer needed
+		default:
+			// Nothing the client was sent goes by this name: forget it, so
+			// that names subscribed and unsubscribed in turn leave nothing.
+			delete(d.over, n)
 		}
 	}
 }

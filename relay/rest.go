@@ -97,7 +97,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 	// request is a first one, so no names is the legacy wildcard.
 	sub := shard.NewSubscription(names, len(names) == 0)
 
-	resp := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold)
+	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusTooManyRequests) // a class limit (shard.LimitError)
+		return
+	}
 	if resp == nil {
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -178,16 +182,20 @@ func protoMessage(err error) string {
 // restPoll subscribes to (typeURL, sub) for the duration of one request and
 // returns the response to send: the shard's current one once its version
 // differs from clientVersion, or nil when none does within maxHold (or before
-// the request ends). The subscription is released before it returns.
-func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration) *shard.Response {
+// the request ends). The subscription is released before it returns. A
+// subscription the class's limits refuse is the error.
+func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration) (*shard.Response, error) {
 	rw := &restWatcher{sig: dedup.NewSignal()}
-	sh := class.Subscribe(typeURL, sub, rw)
+	sh, err := class.TrySubscribe(typeURL, sub, rw)
+	if err != nil {
+		return nil, err
+	}
 	defer class.Unsubscribe(sh, rw)
 
 	// Every change after Subscribe signals rw, so checking after each signal
 	// misses none.
 	if resp := restSendable(sh, clientVersion); resp != nil || maxHold <= 0 {
-		return resp
+		return resp, nil
 	}
 	hold := time.NewTimer(maxHold)
 	defer hold.Stop()
@@ -195,14 +203,14 @@ func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Sub
 		select {
 		case <-rw.sig.C():
 			if resp := restSendable(sh, clientVersion); resp != nil {
-				return resp
+				return resp, nil
 			}
 		case <-hold.C:
-			return nil
+			return nil, nil
 		case <-r.Context().Done():
 			// The client is gone (or the server is closing): nothing changed
 			// as far as it is concerned.
-			return nil
+			return nil, nil
 		}
 	}
 }

@@ -151,7 +151,9 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	// the class's upstream interest in between.
 	var next *shard.Shard
 	if !sub.Empty() {
-		next = s.class.Subscribe(typeURL, sub, s)
+		if next, err = subscribe(s.class, typeURL, sub, s); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	t.shard = next

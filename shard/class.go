@@ -30,6 +30,11 @@ type Class struct {
 	// onFanout, if set, is told how long each update took from the upstream
 	// to the last of its streams (see Response.FanoutStep).
 	onFanout FanoutObserver
+	// limits bound the union subscription (set before any stream
+	// subscribes); nodeBytes is Node's encoded size, for the request
+	// estimate.
+	limits    Limits
+	nodeBytes int
 
 	mu     sync.Mutex
 	tables map[string]*table // guarded by mu
@@ -39,7 +44,8 @@ func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
 	if onInterest == nil {
 		onInterest = func(string) {}
 	}
-	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{}}
+	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{},
+		nodeBytes: proto.Size(node)}
 }
 
 func (c *Class) table(typeURL string) *table {
@@ -51,17 +57,40 @@ func (c *Class) table(typeURL string) *table {
 	return t
 }
 
-// Subscribe registers w on the shard for (typeURL, sub), creating the shard
-// (and building its response from what the class already knows) if it is the
-// first such subscription. The union interest grows when sub asks for names
-// no other shard did.
+// TrySubscribe registers w on the shard for (typeURL, sub), creating the
+// shard (and building its response from what the class already knows) if it
+// is the first such subscription. The union interest grows when sub asks for
+// names no other shard did. A new shard that would push the class past its
+// Limits is refused with a *LimitError, and nothing changes: joining an
+// existing shard never changes the union, and is never refused.
+func (c *Class) TrySubscribe(typeURL string, sub Subscription, w Watcher) (*Shard, error) {
+	return c.subscribe(typeURL, sub, w, true)
+}
+
+// Subscribe is TrySubscribe without the class's Limits, for sources and
+// tests; a client's subscription goes through TrySubscribe.
 func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
+	s, _ := c.subscribe(typeURL, sub, w, false)
+	return s
+}
+
+func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited bool) (*Shard, error) {
 	key := KeyOf(c.Name, typeURL, sub)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.table(typeURL)
-	s := t.lookup(key, sub)
+	t := c.tables[typeURL]
+	var s *Shard
+	if t != nil {
+		s = t.lookup(key, sub)
+	}
 	if s == nil {
+		// Before any table exists: a refused type leaves nothing behind.
+		if limited {
+			if err := c.admit(t, typeURL, sub); err != nil {
+				return nil, err
+			}
+		}
+		t = c.table(typeURL)
 		s = &Shard{Key: key, Class: c, TypeURL: typeURL, Sub: sub, watchers: map[Watcher]struct{}{}}
 		interestChanged := t.add(s) // first: it marks names only the upstream can answer
 		t.rebuild(s)
@@ -70,7 +99,7 @@ func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
 		}
 	}
 	s.watchers[w] = struct{}{}
-	return s
+	return s, nil
 }
 
 // Unsubscribe removes w from s; the last watcher leaving removes the shard
@@ -82,8 +111,22 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 	if len(s.watchers) > 0 {
 		return
 	}
-	if t := c.tables[s.TypeURL]; t != nil && t.remove(s) {
-		c.onInterest(s.TypeURL)
+	if t := c.tables[s.TypeURL]; t != nil {
+		if t.remove(s) {
+			c.onInterest(s.TypeURL)
+		}
+		c.freeIfIdle(t)
+	}
+}
+
+// freeIfIdle drops t if it holds nothing and its upstream need not be told
+// anything more of it (mu held): no shard, no resource, no pending name, and
+// the upstream was never asked for the type or was last asked for nothing.
+// A type's next subscription starts a new table, as its first did.
+func (c *Class) freeIfIdle(t *table) {
+	if len(t.shards) == 0 && len(t.resources) == 0 && len(t.pending) == 0 && (!t.reported || t.requested.Empty()) &&
+		c.tables[t.typeURL] == t {
+		delete(c.tables, t.typeURL)
 	}
 }
 
@@ -98,12 +141,17 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sub.Empty() && c.tables[typeURL] == nil {
+		return // nothing asked of a type the class holds nothing of
+	}
 	t := c.table(typeURL)
 	t.incremental = incremental
 	if deadline := t.setRequested(sub, time.Now()); !deadline.IsZero() {
 		// The timer's goroutine only takes the class lock and returns.
 		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
 	}
+	t.compact()
+	c.freeIfIdle(t)
 }
 
 // Interest returns the union of the subscriptions of typeURL's shards.
@@ -174,6 +222,9 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	start := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(u.Resources) == 0 && c.tables[typeURL] == nil {
+		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
+	}
 	t := c.table(typeURL)
 	if !u.HeartbeatOnly {
 		t.authoritative = u.Replace || u.Exact
@@ -314,6 +365,7 @@ type TypeStatus struct {
 	TypeURL   string        `json:"type_url"`
 	Received  bool          `json:"received"`
 	Resources int           `json:"resources"`
+	Pending   int           `json:"pending,omitempty"` // names waiting for the upstream's answer
 	Interest  Subscription  `json:"interest"`
 	Shards    []ShardStatus `json:"shards"`
 }
@@ -336,7 +388,7 @@ func (c *Class) Status() []TypeStatus {
 	out := make([]TypeStatus, 0, len(c.tables))
 	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
 		t := c.tables[typeURL]
-		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Interest: t.interest()}
+		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest()}
 		for _, list := range t.shards {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}

@@ -26,6 +26,15 @@ type Registry struct {
 	mu       sync.Mutex
 	classes  map[string]*Class // guarded by mu
 	onFanout FanoutObserver    // guarded by mu; copied into each class
+	limits   Limits            // guarded by mu; copied into each class
+}
+
+// SetClassLimits sets the limits of every class created from then on (call
+// it before any class exists).
+func (r *Registry) SetClassLimits(l Limits) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limits = l
 }
 
 // ObserveFanout sets the function told, per update, how long it took from
@@ -66,6 +75,7 @@ func (r *Registry) ClassFor(node *corev3.Node) *Class {
 	}
 	c := newClass(name, node, nil)
 	c.onFanout = r.onFanout
+	c.limits = r.limits
 	if r.newClass != nil {
 		if hook := r.newClass(c); hook != nil {
 			c.onInterest = hook

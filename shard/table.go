@@ -50,6 +50,12 @@ type table struct {
 	shards    map[Key][]*Shard // a slice only to survive hash collisions
 	byName    map[string]map[*Shard]struct{}
 	wildcards map[*Shard]struct{}
+	// namePayload is the sum of nameBytes over byName: the union's names
+	// as the upstream request carries them (see Limits).
+	namePayload int
+	// The most entries byName, resources and pending held since they were
+	// last sized (see compact).
+	byNamePeak, resourcesPeak, pendingPeak int
 }
 
 func newTable(typeURL string) *table {
@@ -96,6 +102,7 @@ func (t *table) add(s *Shard) (interestChanged bool) {
 		if set == nil {
 			set = map[*Shard]struct{}{}
 			t.byName[n] = set
+			t.namePayload += nameBytes(n)
 			interestChanged = true
 			t.markPending(n)
 		}
@@ -160,16 +167,46 @@ func (t *table) remove(s *Shard) (interestChanged bool) {
 		delete(t.wildcards, s)
 		interestChanged = len(t.wildcards) == 0
 	}
+	t.byNamePeak = max(t.byNamePeak, len(t.byName))
 	for _, n := range s.Sub.Names {
 		delete(t.byName[n], s)
 		if len(t.byName[n]) == 0 {
 			delete(t.byName, n)
+			t.namePayload -= nameBytes(n)
 			interestChanged = true
+			if d, ok := t.pending[n]; ok && d.IsZero() {
+				delete(t.pending, n) // never asked for, and nobody waits for it
+			}
 		}
 	}
 	// Resources stay until the upstream is told it need not send them any
 	// more (setRequested): until then they are still current.
 	return interestChanged
+}
+
+// compactMin is the size below which a table's maps are never re-made.
+const compactMin = 1024
+
+// compact re-makes the maps that shrank to under a quarter of their peak:
+// a Go map keeps the buckets of its largest size, so after a client with
+// 100,000 names leaves, the table would hold their room for good.
+func (t *table) compact() {
+	t.byName = shrink(t.byName, &t.byNamePeak)
+	t.resources = shrink(t.resources, &t.resourcesPeak)
+	t.pending = shrink(t.pending, &t.pendingPeak)
+}
+
+func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	*peak = max(*peak, len(m))
+	if *peak < compactMin || len(m) >= *peak/4 {
+		return m
+	}
+	out := make(map[K]V, len(m)) // maps.Clone would keep m's size
+	for k, v := range m {
+		out[k] = v
+	}
+	*peak = len(out)
+	return out
 }
 
 // setRequested records what the upstream was asked for and drops resources
@@ -193,7 +230,14 @@ func (t *table) setRequested(sub Subscription, now time.Time) (deadline time.Tim
 		}
 	}
 	t.requested, t.reported = sub, true
+	t.pendingPeak = max(t.pendingPeak, len(t.pending))
 	for n, d := range t.pending {
+		if !sub.Wildcard && !sub.Has(n) && t.byName[n] == nil {
+			// Not asked for any more, and no shard waits for it: its
+			// answer would be dropped anyway.
+			delete(t.pending, n)
+			continue
+		}
 		if d.IsZero() && (sub.Wildcard || sub.Has(n)) {
 			if !t.fullState {
 				// Other types are served without the name meanwhile (nothing
@@ -255,6 +299,7 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 		changed = append(changed, r.Name)
 		changed = append(changed, r.Aliases...)
 	}
+	t.resourcesPeak = max(t.resourcesPeak, len(t.resources))
 	if replace {
 		for name := range t.resources {
 			if _, ok := seen[name]; !ok {

@@ -53,6 +53,9 @@ func (ds *deltaSession) syncInterest() error {
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
 		if ts == nil {
 			if want.Empty() {
+				// This stream asks nothing of the type: the class may drop
+				// what an earlier stream was asked for (and free the type).
+				ds.class.Requested(typeURL, want, true)
 				continue
 			}
 			ts = &deltaTypeState{}

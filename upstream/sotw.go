@@ -66,6 +66,9 @@ func (ss *session) syncInterest() error {
 		ts := ss.types[typeURL]
 		if ts == nil {
 			if want.Empty() {
+				// This stream asks nothing of the type: the class may drop
+				// what an earlier stream was asked for (and free the type).
+				ss.class.Requested(typeURL, want, false)
 				continue
 			}
 			ts = &typeState{}

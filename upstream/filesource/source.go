@@ -188,13 +188,14 @@ func (snap *snapshot) checkNotEmpty(dir string) error {
 // class was never given (as empty: the source is authoritative, so a client
 // asking for it learns it has nothing). The source never reports what it
 // requested (shard.Class.Requested), so the class keeps everything it was
-// given and a type once given needs nothing more. It never blocks.
+// given and a type once given resources needs nothing more (a type given
+// empty is given again: see markApplied). It never blocks.
 func (s *Source) Attach(class *shard.Class) func(typeURL string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, typeURL := range applyOrder(slices.Collect(maps.Keys(s.state))) {
 		class.Apply(typeURL, s.state[typeURL].resources, true)
-		s.markApplied(class, typeURL)
+		s.markApplied(class, typeURL, len(s.state[typeURL].resources) > 0)
 	}
 	if !s.closed && !slices.Contains(s.classes, class) {
 		s.classes = append(s.classes, class)
@@ -234,10 +235,20 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// markApplied records that class was given typeURL.
-func (s *Source) markApplied(class *shard.Class, typeURL string) {
+// markApplied records that class was given typeURL. A type given empty is
+// not recorded: the class frees a table that holds nothing once no client
+// subscribes to it, so its next client's interest must apply it again (and
+// a type URL nobody has leaves nothing behind).
+func (s *Source) markApplied(class *shard.Class, typeURL string, held bool) {
 	s.pendMu.Lock()
 	defer s.pendMu.Unlock()
+	if !held {
+		delete(s.applied[class], typeURL)
+		if len(s.applied[class]) == 0 {
+			delete(s.applied, class)
+		}
+		return
+	}
 	if s.applied[class] == nil {
 		s.applied[class] = map[string]bool{}
 	}
@@ -278,7 +289,7 @@ func (s *Source) install(snap *snapshot, at time.Time) {
 		s.state[typeURL] = next
 		for _, c := range s.classes {
 			c.Apply(typeURL, next.resources, true)
-			s.markApplied(c, typeURL)
+			s.markApplied(c, typeURL, len(next.resources) > 0)
 		}
 	}
 	s.setStatus(func(st *Status) {

@@ -199,6 +199,12 @@ type LimitsConfig struct {
 	// MaxMetricClasses: class label values beyond this many fold into
 	// "other".
 	MaxMetricClasses int `yaml:"max_metric_classes"`
+	// A node class's union subscription (shard.Limits): names per type, type
+	// URLs, and the estimated size of its upstream request for one type. A
+	// client that would push its class past one is refused.
+	MaxClassNamesPerType    int `yaml:"max_class_names_per_type"`
+	MaxClassTypes           int `yaml:"max_class_types"`
+	MaxUpstreamRequestBytes int `yaml:"max_upstream_request_bytes"`
 }
 
 // DefaultConfig is the configuration with every default filled in.
@@ -215,7 +221,8 @@ func DefaultConfig() Config {
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
 			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
 			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxNodeBytes: 64 << 10,
-			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256},
+			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256,
+			MaxClassNamesPerType: 200000, MaxClassTypes: 64, MaxUpstreamRequestBytes: 3 << 20},
 		Server: ServerConfig{MaxHeaderListBytes: 64 << 10, ConnectionTimeout: 10 * time.Second, KeepaliveTime: 2 * time.Minute,
 			KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 15 * time.Second, MaxConnectionIdle: 5 * time.Minute},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
@@ -356,6 +363,9 @@ func (c *Config) Validate() error {
 		{"server.max_header_list_bytes", c.Server.MaxHeaderListBytes},
 		{"log.client_lines_per_second", c.Log.ClientLinesPerSecond},
 		{"log.max_field_bytes", c.Log.MaxFieldBytes},
+		{"limits.max_class_names_per_type", c.Limits.MaxClassNamesPerType},
+		{"limits.max_class_types", c.Limits.MaxClassTypes},
+		{"limits.max_upstream_request_bytes", c.Limits.MaxUpstreamRequestBytes},
 	} {
 		if lim.v < 1 {
 			bad(lim.key, "must be at least 1, got %d", lim.v)

@@ -182,6 +182,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		return src.Attach(c)
 	})
 	r.registry.ObserveFanout(r.tel.Fanout)
+	r.registry.SetClassLimits(classLimits(cfg))
 	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
 		MaxTypesPerStream: cfg.Limits.MaxTypesPerStream,
 		MaxResourceNames:  cfg.Limits.MaxResourceNames,
@@ -405,4 +406,15 @@ func (r *Relay) Close() {
 		r.stopTracing()
 		r.closeAll()
 	})
+}
+
+// classLimits are the node classes' limits; a file source has no upstream
+// request to bound.
+func classLimits(cfg Config) shard.Limits {
+	l := shard.Limits{MaxNamesPerType: cfg.Limits.MaxClassNamesPerType, MaxTypes: cfg.Limits.MaxClassTypes}
+	if cfg.Upstream.Address != "" {
+		l.MaxRequestBytes = cfg.Limits.MaxUpstreamRequestBytes
+		l.IncrementalUpstream = cfg.Upstream.Protocol == "delta"
+	}
+	return l
 }
