@@ -70,6 +70,12 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 			d.wildcard = true
 			continue
 		}
+		if n == "" {
+			// A name that matches nothing (as go-control-plane has it): it
+			// ends the legacy wildcard like any name (above), is never
+			// requested upstream and is never reported removed.
+			continue
+		}
 		// Sent even if the client seems to hold it: it may have forgotten it.
 		d.names[n] = struct{}{}
 		d.mark(n, mustSend)
@@ -90,7 +96,7 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 			continue
 		}
 		if _, ok := d.names[n]; !ok {
-			continue // a phantom unsubscription: nothing to do
+			continue // a phantom unsubscription ("" included): nothing to do
 		}
 		delete(d.names, n)
 		if d.wildcard {

@@ -9,6 +9,8 @@ import (
 // non-empty resource_names for the type, an empty list is the legacy wildcard;
 // after that, an empty list unsubscribes from everything, and "*" is the
 // explicit wildcard. explicitSeen is the stream's memory of that transition.
+// The empty name counts as a name here ([""] is a non-empty list) but matches
+// nothing: [""] unsubscribes from everything, as in go-control-plane.
 func nextSubscription(explicitSeen bool, names []string) (sub shard.Subscription, nowExplicit bool) {
 	if !explicitSeen && len(names) == 0 {
 		return shard.Subscription{Wildcard: true}, false
