@@ -44,7 +44,15 @@ type Options struct {
 	// holds the peer and its certificates) may claim node for class; an
 	// error ends the stream before anything is sent (use PermissionDenied).
 	Authorize func(ctx context.Context, node *corev3.Node, class string) error
+	// ParentRemovalWait bounds how long a delta client's removal of a
+	// Cluster (Listener) waits for the removal of its ClusterLoadAssignment
+	// (RouteConfiguration), which the client is told first (default 5s;
+	// negative: removals are never held). See removalGate.
+	ParentRemovalWait time.Duration
 }
+
+// DefaultParentRemovalWait is Options.ParentRemovalWait's default.
+const DefaultParentRemovalWait = 5 * time.Second
 
 func (o Options) withDefaults() Options {
 	if o.MaxTypesPerStream <= 0 {
@@ -67,6 +75,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxCollapses == 0 {
 		o.MaxCollapses = 10
+	}
+	if o.ParentRemovalWait == 0 {
+		o.ParentRemovalWait = DefaultParentRemovalWait
 	}
 	return o
 }

@@ -189,7 +189,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 			// updated by re-sending the resource with it), so every client,
 			// including later ones, gets it.
 			resources = append(resources, &Resource{Name: r.Name, Aliases: r.Aliases, Any: r.Any, TTL: hb.TTL,
-				Hash: dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases)})
+				Hash: dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases), Children: r.Children})
 		default:
 			if u.Replace {
 				resources = append(resources, r) // still there, unchanged

@@ -19,6 +19,11 @@ type Resource struct {
 	Any     []byte   // encoded google.protobuf.Any
 	TTL     []byte   // encoded google.protobuf.Duration, nil when the upstream set none
 	Hash    uint64   // dedup.ResourceHashFull(Any, TTL, Aliases)
+	// Children are the names of the resources of ChildType it refers to
+	// (a Cluster's EDS service name, a Listener's RDS route config names),
+	// recorded once per resource version by the source that decoded it;
+	// nil when none or not known.
+	Children []string
 
 	entry atomic.Pointer[[]byte] // the delta entry, encoded on first use
 }

@@ -34,6 +34,15 @@ type Config struct {
 	Tracing     TracingConfig   `yaml:"tracing"`
 	TLS         TLSConfig       `yaml:"tls"`
 	Identity    IdentityConfig  `yaml:"identity"`
+	Delta       DeltaConfig     `yaml:"delta"`
+}
+
+// DeltaConfig tunes what delta (incremental) clients are sent.
+type DeltaConfig struct {
+	// ParentRemovalWait bounds how long a Cluster's (Listener's) removal
+	// waits for its endpoints' (route configuration's), which a delta
+	// client holding both is told first; 0 never holds a removal.
+	ParentRemovalWait time.Duration `yaml:"parent_removal_wait"`
 }
 
 // TLSConfig is the downstream listener's TLS. Files are reloaded when they
@@ -177,6 +186,7 @@ func DefaultConfig() Config {
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
+		Delta:   DeltaConfig{ParentRemovalWait: 5 * time.Second},
 	}
 }
 
@@ -348,6 +358,9 @@ func (c *Config) Validate() error {
 	}
 	if c.REST.MaxHold < 0 {
 		return bad("rest.max_hold", "must not be negative, got %v", c.REST.MaxHold)
+	}
+	if c.Delta.ParentRemovalWait < 0 {
+		return bad("delta.parent_removal_wait", "must not be negative (0: never hold), got %v", c.Delta.ParentRemovalWait)
 	}
 	if c.Tracing.OTLPEndpoint != "" {
 		if err := checkHostPort(c.Tracing.OTLPEndpoint); err != nil {

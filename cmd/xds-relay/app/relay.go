@@ -177,6 +177,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		RequestsPerSecond: cfg.Limits.RequestsPerSecond,
 		RequestBurst:      cfg.Limits.RequestBurst,
 		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
+		ParentRemovalWait: parentRemovalWait(cfg.Delta.ParentRemovalWait),
 		Authorize:         authorize,
 		Metrics:           r.tel,
 	})
@@ -272,6 +273,15 @@ func maxCollapses(n int) int {
 		return -1
 	}
 	return n
+}
+
+// parentRemovalWait maps the config's "0: never hold" to the relay's
+// "negative: never".
+func parentRemovalWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func sourceDir(cfg Config) string {
