@@ -118,11 +118,15 @@ func (s *deltaStream) releaseHoldsLocked() {
 			continue
 		}
 		g, gated := s.removalGate(d)
+		cur := d.shard.Current()
 		release := false
-		for _, h := range d.holds {
-			if !gated || !now.Before(h.until) || !g.childHeld(h.children) {
+		for n, h := range d.holds {
+			switch {
+			case cur == nil || !cur.KnownAbsent(n):
+				delete(d.holds, n) // no removal due any more (the resource is back)
+			case !gated || !now.Before(h.until) || !g.childHeld(h.children):
 				release = true
-			} else if next.IsZero() || h.until.Before(next) {
+			case next.IsZero() || h.until.Before(next):
 				next = h.until
 			}
 		}

@@ -84,6 +84,16 @@ func TestDeltaParentRemovalReleased(t *testing.T) {
 		c.unsubscribe(EndpointType, "b-eds")
 		wantDelta(t, c.nextOf(ClusterType), []string{"B"})
 	})
+	t.Run("parent back", func(t *testing.T) {
+		h, c := orderSetup(t, time.Minute)
+		h.class.ApplyDelta(ClusterType, nil, []string{"B"})
+		c.fence()
+		h.class.ApplyDelta(ClusterType, []*shard.Resource{parent(t, ClusterType, "B", 1, "b-eds")}, nil)
+		c.fence() // the client still holds that very B: nothing to tell
+		h.class.ApplyDelta(EndpointType, nil, []string{"b-eds"})
+		wantDelta(t, c.nextOf(EndpointType), []string{"b-eds"})
+		c.fence() // and B's removal is no longer due
+	})
 	t.Run("wait over", func(t *testing.T) {
 		h, c := orderSetup(t, 50*time.Millisecond)
 		h.class.ApplyDelta(ClusterType, nil, []string{"B"})
