@@ -32,6 +32,9 @@ func reject(format string, args ...any) error {
 // loop; not safe for concurrent use).
 type validator struct {
 	checked map[string]map[string]checkedResource // type URL -> name -> what was checked
+	// passVersions: a resource keeps the upstream's version (candidate
+	// version), which its hash includes (set at construction).
+	passVersions bool
 }
 
 // checkedResource is one resource version as the validator decoded it.
@@ -50,6 +53,7 @@ type candidate struct {
 	ttl      []byte   // the encoded TTL Duration, nil when none
 	declared string   // the name a Resource wrapper gave it ("" when none)
 	aliases  []string // the aliases a delta Resource gave it
+	version  string   // the version a delta Resource gave it
 }
 
 // unwrapSotW turns the resources of a SotW response into candidates and
@@ -113,6 +117,11 @@ func (v *validator) resources(typeURL string, cands []candidate, replace bool) (
 			return nil, reject("resources[%d]: duplicate resource name %q", i, name)
 		}
 		hash := dedup.ResourceHashFull(c.raw, c.ttl, c.aliases)
+		upstreamVersion := ""
+		if v.passVersions && c.version != "" {
+			upstreamVersion = c.version
+			hash = dedup.WithVersion(hash, c.version)
+		}
 		checked, known := prev[name]
 		if msgType != nil && (!known || checked.hash != hash) {
 			msg := msgType.New().Interface()
@@ -129,7 +138,7 @@ func (v *validator) resources(typeURL string, cands []candidate, replace bool) (
 		// Copy: raw aliases the whole received message, which must not stay
 		// pinned by the one resource that outlives it.
 		out = append(out, &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash,
-			Children: checked.children})
+			UpstreamVersion: upstreamVersion, Children: checked.children})
 	}
 	if !replace && prev != nil {
 		// A merge update carries only some resources: remember the rest too.

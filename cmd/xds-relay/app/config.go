@@ -118,7 +118,11 @@ type UpstreamConfig struct {
 	TLS       UpstreamTLSConfig `yaml:"tls"`
 	RelayID   string            `yaml:"relay_id"`
 	Protocol  string            `yaml:"protocol"`
-	Backoff   BackoffConfig     `yaml:"backoff"`
+	// Versions is what clients are sent as versions: "content" (content
+	// hashes, identical on every relay of a tier) or "upstream" (the
+	// upstream's SotW version_info and delta resource versions).
+	Versions string        `yaml:"versions"`
+	Backoff  BackoffConfig `yaml:"backoff"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -177,6 +181,7 @@ func DefaultConfig() Config {
 		Admin:  "127.0.0.1:19000",
 		Upstream: UpstreamConfig{
 			Protocol: "sotw",
+			Versions: "content",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
 		Source: SourceConfig{Dir: "deploy/sample-config"},
@@ -262,6 +267,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
 		return bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)
+	}
+	if c.Upstream.Versions != "content" && c.Upstream.Versions != "upstream" {
+		return bad("upstream.versions", "must be content or upstream, got %q", c.Upstream.Versions)
 	}
 	if c.Upstream.Backoff.Initial <= 0 {
 		return bad("upstream.backoff.initial", "must be positive, got %v", c.Upstream.Backoff.Initial)

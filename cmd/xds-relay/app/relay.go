@@ -145,14 +145,15 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	var src source
 	if cfg.Upstream.Address != "" {
 		r.upstream, err = upstream.New(upstream.Config{
-			Address:     cfg.Upstream.Address,
-			Fallbacks:   cfg.Upstream.Addresses,
-			DialOptions: upstreamDial,
-			RelayID:     cfg.Upstream.RelayID,
-			Delta:       cfg.Upstream.Protocol == "delta",
-			Metrics:     r.tel,
-			Tracer:      tracer,
-			Backoff:     upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+			Address:      cfg.Upstream.Address,
+			Fallbacks:    cfg.Upstream.Addresses,
+			DialOptions:  upstreamDial,
+			RelayID:      cfg.Upstream.RelayID,
+			Delta:        cfg.Upstream.Protocol == "delta",
+			PassVersions: cfg.Upstream.Versions == "upstream",
+			Metrics:      r.tel,
+			Tracer:       tracer,
+			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
