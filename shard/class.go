@@ -190,6 +190,10 @@ type Update struct {
 	// answer about the state: it neither resolves pending names nor changes
 	// what absence means.
 	HeartbeatOnly bool
+	// Version, when set, is the upstream's version_info, passed through as
+	// the SotW version of the shards whose content this update (or a later
+	// rebuild) changes; empty: versions are content hashes.
+	Version string
 	// Ctx is the update's context (its trace), handed to the fan-out
 	// observer; nil is context.Background.
 	Ctx context.Context
@@ -228,6 +232,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	t := c.table(typeURL)
 	if !u.HeartbeatOnly {
 		t.authoritative = u.Replace || u.Exact
+		t.upstreamVersion = u.Version
 	}
 	resources := u.Resources
 	beats := u.Heartbeats[:0:0]
@@ -239,8 +244,12 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 			// A new TTL is a new version of the resource (spec: the TTL is
 			// updated by re-sending the resource with it), so every client,
 			// including later ones, gets it.
+			h := dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases)
+			if r.UpstreamVersion != "" {
+				h = dedup.WithVersion(h, r.UpstreamVersion)
+			}
 			resources = append(resources, &Resource{Name: r.Name, Aliases: r.Aliases, Any: r.Any, TTL: hb.TTL,
-				Hash: dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases)})
+				Hash: h, UpstreamVersion: r.UpstreamVersion, Children: r.Children})
 		default:
 			if u.Replace {
 				resources = append(resources, r) // still there, unchanged

@@ -38,6 +38,9 @@ type table struct {
 	reported        bool // setRequested was called: requested is meaningful
 	incremental     bool // the upstream speaks delta: its answers name deletions
 	wildcardPending bool // wildcard requested again; the answer is not in yet
+	// upstreamVersion: the version_info of the last update, when the
+	// upstream's versions are passed through (Update.Version).
+	upstreamVersion string
 	// pending: names of a full-state type newly wanted and not held, whose
 	// answer the upstream has not given yet, with the deadline after which
 	// they count as absent (zero: not requested yet, e.g. upstream down).
@@ -425,6 +428,9 @@ func (t *table) rebuild(s *Shard) bool {
 		return false
 	}
 	version := dedup.Version(contentSum)
+	if t.upstreamVersion != "" {
+		version = t.upstreamVersion // the upstream's, as of this content
+	}
 	bb := wire.NewBodyBuilder(version, size)
 	outNames := make([]string, len(included))
 	for i, r := range included {
@@ -432,7 +438,8 @@ func (t *table) rebuild(s *Shard) bool {
 		outNames[i] = r.Name
 	}
 	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: wire.NewBody(bb.Finish(t.typeURL)),
-		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown, Aliases: aliases}
+		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown, Aliases: aliases,
+		UpstreamVersioned: t.upstreamVersion != ""}
 	for _, r := range included {
 		next.HasTTL = next.HasTTL || r.TTL != nil
 	}

@@ -204,7 +204,7 @@ func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource
 			beats = append(beats, shard.HeartbeatEntry{Name: r.Name, TTL: bytes.Clone(r.TTL)})
 			continue
 		}
-		cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name, aliases: r.Aliases})
+		cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name, aliases: r.Aliases, version: r.Version})
 		versions = append(versions, r.Version)
 	}
 	resources, err := ds.valid.resources(resp.TypeURL, cands, false)

@@ -33,7 +33,7 @@ import (
 
 	// The resource types files may hold (as resources or nested typed_config).
 	// A type outside this list is a load error: protojson cannot resolve it.
-	_ "github.com/xds-relay/xds-relay/shard/xdstypes" // the Envoy types it decodes
+	"github.com/xds-relay/xds-relay/shard/xdstypes" // also registers the Envoy types it decodes
 )
 
 // typePrefix is the prefix of the canonical type URL every resource is
@@ -435,7 +435,11 @@ func encode(a *anypb.Any) (typeURL string, r *shard.Resource, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return typeURL, &shard.Resource{Name: name, Any: encoded, Hash: dedup.ResourceHash(encoded)}, nil
+	r = &shard.Resource{Name: name, Any: encoded, Hash: dedup.ResourceHash(encoded)}
+	if shard.ChildType(typeURL) != "" {
+		r.Children = xdstypes.Children(msg)
+	}
+	return typeURL, r, nil
 }
 
 // typeName is the full message name of a type URL.

@@ -35,10 +35,19 @@ type Config struct {
 	Tracing     TracingConfig   `yaml:"tracing"`
 	TLS         TLSConfig       `yaml:"tls"`
 	Identity    IdentityConfig  `yaml:"identity"`
+	Delta       DeltaConfig     `yaml:"delta"`
 
 	// AdminTokenFile, if set, holds the bearer token every admin endpoint
 	// but /healthz, /readyz and /metrics requires.
 	AdminTokenFile string `yaml:"admin_token_file"`
+}
+
+// DeltaConfig tunes what delta (incremental) clients are sent.
+type DeltaConfig struct {
+	// ParentRemovalWait bounds how long a Cluster's (Listener's) removal
+	// waits for its endpoints' (route configuration's), which a delta
+	// client holding both is told first; 0 never holds a removal.
+	ParentRemovalWait time.Duration `yaml:"parent_removal_wait"`
 }
 
 // TLSConfig is the downstream listener's TLS. Files are reloaded when they
@@ -132,7 +141,11 @@ type UpstreamConfig struct {
 	TLS       UpstreamTLSConfig `yaml:"tls"`
 	RelayID   string            `yaml:"relay_id"`
 	Protocol  string            `yaml:"protocol"`
-	Backoff   BackoffConfig     `yaml:"backoff"`
+	// Versions is what clients are sent as versions: "content" (content
+	// hashes, identical on every relay of a tier) or "upstream" (the
+	// upstream's SotW version_info and delta resource versions).
+	Versions string        `yaml:"versions"`
+	Backoff  BackoffConfig `yaml:"backoff"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -214,6 +227,7 @@ func DefaultConfig() Config {
 		Admin:  "127.0.0.1:19000",
 		Upstream: UpstreamConfig{
 			Protocol: "sotw",
+			Versions: "content",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
 		Source: SourceConfig{}, // no dir: the embedded sample
@@ -228,6 +242,7 @@ func DefaultConfig() Config {
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
+		Delta:   DeltaConfig{ParentRemovalWait: 5 * time.Second},
 	}
 }
 
@@ -315,6 +330,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
 		bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)
+	}
+	if c.Upstream.Versions != "content" && c.Upstream.Versions != "upstream" {
+		bad("upstream.versions", "must be content or upstream, got %q", c.Upstream.Versions)
 	}
 	if c.Upstream.Backoff.Initial <= 0 {
 		bad("upstream.backoff.initial", "must be positive, got %v", c.Upstream.Backoff.Initial)
@@ -446,6 +464,9 @@ func (c *Config) Validate() error {
 	}
 	if c.REST.MaxHold < 0 {
 		bad("rest.max_hold", "must not be negative, got %v", c.REST.MaxHold)
+	}
+	if c.Delta.ParentRemovalWait < 0 {
+		bad("delta.parent_removal_wait", "must not be negative (0: never hold), got %v", c.Delta.ParentRemovalWait)
 	}
 	if c.Tracing.OTLPEndpoint != "" {
 		if err := checkHostPort(c.Tracing.OTLPEndpoint); err != nil {

@@ -148,14 +148,15 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	var src source
 	if cfg.Upstream.Address != "" {
 		r.upstream, err = upstream.New(upstream.Config{
-			Address:     cfg.Upstream.Address,
-			Fallbacks:   cfg.Upstream.Addresses,
-			DialOptions: upstreamDial,
-			RelayID:     cfg.Upstream.RelayID,
-			Delta:       cfg.Upstream.Protocol == "delta",
-			Metrics:     r.tel,
-			Tracer:      tracer,
-			Backoff:     upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+			Address:      cfg.Upstream.Address,
+			Fallbacks:    cfg.Upstream.Addresses,
+			DialOptions:  upstreamDial,
+			RelayID:      cfg.Upstream.RelayID,
+			Delta:        cfg.Upstream.Protocol == "delta",
+			PassVersions: cfg.Upstream.Versions == "upstream",
+			Metrics:      r.tel,
+			Tracer:       tracer,
+			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
@@ -190,6 +191,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		RequestsPerSecond: cfg.Limits.RequestsPerSecond,
 		RequestBurst:      cfg.Limits.RequestBurst,
 		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
+		ParentRemovalWait: parentRemovalWait(cfg.Delta.ParentRemovalWait),
 		Authorize:         authorize,
 		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
@@ -328,6 +330,15 @@ func maxCollapses(n int) int {
 		return -1
 	}
 	return n
+}
+
+// parentRemovalWait maps the config's "0: never hold" to the relay's
+// "negative: never".
+func parentRemovalWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func sourceDir(cfg Config) string {
