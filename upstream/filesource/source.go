@@ -370,15 +370,21 @@ func load(fsys fs.FS, dir string) (*snapshot, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		// A file removed between the listing and its reading is gone from
+		// the directory, as it would be from a load a moment later.
 		fi, err := fs.Stat(fsys, e.Name())
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
 			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		if !fi.Mode().IsRegular() {
 			continue
 		}
 		data, err := fs.ReadFile(fsys, e.Name())
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
 			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		resources, lines, err := parseFile(path, data)
