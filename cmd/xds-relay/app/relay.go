@@ -342,8 +342,11 @@ func parentRemovalWait(d time.Duration) time.Duration {
 }
 
 func sourceDir(cfg Config) string {
-	if cfg.Upstream.Address != "" {
+	switch {
+	case cfg.Upstream.Address != "":
 		return ""
+	case cfg.Source.Dir == "":
+		return sampleconfig.Name
 	}
 	return cfg.Source.Dir
 }
