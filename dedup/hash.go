@@ -35,6 +35,18 @@ func ResourceHashFull(encoded, ttl []byte, aliases []string) uint64 {
 	return d.Sum64()
 }
 
+// WithVersion mixes an upstream's version of a resource into its content
+// hash, for relays that pass upstream versions through: a new version is
+// then a change of the resource even when its bytes are the same.
+func WithVersion(hash uint64, version string) uint64 {
+	d := xxhash.New()
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], hash)
+	_, _ = d.Write(buf[:])
+	_, _ = d.WriteString(version)
+	return d.Sum64()
+}
+
 // SetHasher hashes an ordered set of (name, resource hash) pairs into a
 // version. Callers feed the pairs in a canonical order (sorted by name) so the
 // result does not depend on the order the upstream used.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -32,6 +33,9 @@ type deltaStream struct {
 
 	types map[string]*deltaSub     // guarded by mu
 	queue responseQueue[*deltaSub] // guarded by mu
+	// holdTimer wakes the stream when a held parent removal's wait ends
+	// (see removalGate); guarded by mu, stopped when the stream ends.
+	holdTimer *time.Timer
 }
 
 var _ shard.Watcher = (*deltaStream)(nil)
@@ -49,7 +53,7 @@ func (s *deltaStream) run() error {
 	s.out = s
 	return s.serve(
 		func() error { return readLoop(s.transport.Recv, s.handle) },
-		func() { releaseAll(&s.streamBase, s.types, s, s) })
+		func() { s.stopHoldTimer(); releaseAll(&s.streamBase, s.types, s, s) })
 }
 
 // writeQueued implements queueWriter.
@@ -88,7 +92,14 @@ func (s *deltaStream) collect(out []outgoing) []outgoing {
 			}
 			return
 		}
-		body, send := d.advance(e.resp)
+		var gate *removalGate
+		if g, ok := s.removalGate(d); ok {
+			gate = &g
+		}
+		body, send := d.advance(e.resp, gate)
+		if gate != nil && !gate.armAt.IsZero() {
+			s.armHoldTimerLocked(gate.armAt)
+		}
 		if !send {
 			e.dropped()
 			return
@@ -98,6 +109,9 @@ func (s *deltaStream) collect(out []outgoing) []outgoing {
 		d.pushes++
 		out = append(out, outgoing{m: m, settles: settle(e)})
 	})
+	if len(out) > 0 {
+		s.releaseHoldsLocked() // what was just written may free a held removal
+	}
 	return out
 }
 
@@ -146,6 +160,10 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		d.staleNonces++
 	}
 	d.apply(first, req)
+	if err := s.deltaNamesLimitLocked(len(req.GetInitialResourceVersions())); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	sub := d.subscription()
 	old := d.shard
 	changed := first || d.retell || (old == nil) != sub.Empty() || old != nil && !old.Sub.Equal(sub)
@@ -162,8 +180,8 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if !sub.Empty() {
 		if old != nil && old.Sub.Equal(sub) {
 			next = old
-		} else {
-			next = s.class.Subscribe(typeURL, sub, s)
+		} else if next, err = subscribe(s.class, typeURL, sub, s); err != nil {
+			return err
 		}
 	}
 	s.mu.Lock()
@@ -184,6 +202,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		s.queue.push(d, next, cur, false)
 		s.kickLocked()
 	}
+	s.releaseHoldsLocked() // the client may have dropped a held parent's children
 	s.mu.Unlock()
 	if old != nil && old != next {
 		s.class.Unsubscribe(old, s)

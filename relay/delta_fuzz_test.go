@@ -170,12 +170,8 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	}
 	if code == codes.OK {
 		switch {
-		case slices.Contains(sub, ""):
-			code, why = codes.InvalidArgument, "empty subscribed name"
 		case len(sub) > z.maxNames:
 			code, why = codes.ResourceExhausted, "too many subscribed names"
-		case slices.Contains(unsub, ""):
-			code, why = codes.InvalidArgument, "empty unsubscribed name"
 		case len(unsub) > z.maxNames:
 			code, why = codes.ResourceExhausted, "too many unsubscribed names"
 		case z.types[typeURL] == nil && len(z.types) >= z.maxTypes:
@@ -238,7 +234,7 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	for _, n := range sub {
 		if n == shard.Wildcard {
 			m.wildcard = true
-		} else {
+		} else if n != "" { // "" matches nothing
 			m.names[n] = true
 		}
 	}
@@ -492,11 +488,12 @@ func deltaSeeds() [][]byte {
 		// Per-type stream, empty type URLs.
 		*program(fzPerType|fzOfEDS|fzDeltaUp).deltaReq(0, []string{"a"}, none).delta(eds, []byte{res("a", 0)}).flush().
 			deltaReq(fzEDS|fzDNonce, []string{"b"}, []string{"a"}).flush(),
+		// The empty name matches nothing; it ends the legacy wildcard.
+		*program(fzADS).data(cds, res("a", 0)).deltaReq(fzCDS, []string{""}, none).flush().
+			deltaReq(fzCDS, []string{"a", ""}, []string{""}).flush(),
 		// Bad requests: each ends the stream.
 		*program(fzADS).deltaReq(0, none, none),
 		*program(fzADS).deltaReq(fzCDS|fzNoNode, none, none),
-		*program(fzADS).deltaReq(fzCDS, []string{"a", ""}, none),
-		*program(fzADS).deltaReq(fzCDS, none, []string{""}),
 		*program(fzADS|fzFewNames).deltaReq(fzCDS, []string{"a", "b"}, []string{"c", "d"}).deltaReq(fzCDS, none, []string{"a", "b", "c"}),
 		*program(fzADS|fzOneType).deltaReq(fzCDS, none, none).deltaReq(fzEDS, none, none),
 		*program(fzPerType).deltaReq(fzEDS, none, none),

@@ -165,9 +165,6 @@ func TestDeltaBadRequests(t *testing.T) {
 		{"ADS without type_url", "", []*deltaRequest{{Node: h.node}}, "type_url", codes.InvalidArgument},
 		{"ADS without type_url later", "", []*deltaRequest{{Node: h.node, TypeUrl: ClusterType}, {}}, "type_url", codes.InvalidArgument},
 		{"mismatched type_url", ClusterType, []*deltaRequest{{Node: h.node, TypeUrl: EndpointType}}, "type_url", codes.InvalidArgument},
-		{"empty name", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"A", ""}}}, "resource_names_subscribe[1]", codes.InvalidArgument},
-		{"empty name later", RouteType, []*deltaRequest{{Node: h.node, ResourceNamesSubscribe: []string{"A"}}, {ResourceNamesSubscribe: []string{""}}}, "resource_names_subscribe[0]", codes.InvalidArgument},
-		{"empty unsubscribe", "", []*deltaRequest{{Node: h.node, TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{""}}}, "resource_names_unsubscribe[0]", codes.InvalidArgument},
 		{"locators subscribe", "", []*deltaRequest{{Node: h.node, TypeUrl: ClusterType, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{{Name: "A"}}}}, "resource_locators_subscribe", codes.Unimplemented},
 		{"locators unsubscribe later", ClusterType, []*deltaRequest{{Node: h.node}, {ResourceLocatorsUnsubscribe: []*discoveryv3.ResourceLocator{{Name: "A"}}}}, "resource_locators_unsubscribe", codes.Unimplemented},
 	}

@@ -33,6 +33,10 @@ type deltaSub struct {
 	told      bool              // a response was sent for this type
 	retell    bool              // the last request changed what must be told (reader only)
 	switching bool              // between a request's marks and its shard's installation
+	// holds: removals of this parent type held back until the client no
+	// longer holds the removed resource's children, or a deadline (see
+	// removalGate); each name is still claimed in over. Nil when none.
+	holds map[string]heldRemoval
 
 	nonce                                        uint64 // last nonce sent; 0 before the first
 	acks, nacks, pushes, heartbeats, staleNonces int
@@ -70,6 +74,12 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 			d.wildcard = true
 			continue
 		}
+		if n == "" {
+			// A name that matches nothing (as go-control-plane has it): it
+			// ends the legacy wildcard like any name (above), is never
+			// requested upstream and is never reported removed.
+			continue
+		}
 		// Sent even if the client seems to hold it: it may have forgotten it.
 		d.names[n] = struct{}{}
 		d.mark(n, mustSend)
@@ -90,14 +100,19 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 			continue
 		}
 		if _, ok := d.names[n]; !ok {
-			continue // a phantom unsubscription: nothing to do
+			continue // a phantom unsubscription ("" included): nothing to do
 		}
 		delete(d.names, n)
-		if d.wildcard {
+		switch {
+		case d.wildcard:
 			d.mark(n, mustTell)
 			d.retell = true
-		} else {
+		case d.base != nil && d.base.Has(n), d.base != nil && d.base.Aliases[n] != "":
 			d.mark(n, holdNone) // the client drops it; no answer needed
+		default:
+			// Nothing the client was sent goes by this name: forget it, so
+			// that names subscribed and unsubscribed in turn leave nothing.
+			delete(d.over, n)
 		}
 	}
 }
@@ -182,8 +197,10 @@ func (d *deltaSub) heldResource(r *shard.Resource) (string, bool) {
 
 // advance moves the client to shard version c and returns the nonce-less
 // response that does it; send is false when the client needs nothing. A client that
-// held c's previous version gets c's shared, once-encoded delta.
-func (d *deltaSub) advance(c *shard.Response) (body wire.Body, send bool) {
+// held c's previous version gets c's shared, once-encoded delta. Removals
+// the gate holds back (nil: none) are left out, and still claimed.
+func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body, send bool) {
+	defer d.pruneHolds()
 	if len(d.over) == 0 && d.base == nil {
 		// From nothing: every client starting here gets the same bytes.
 		d.base, d.over = c, nil
@@ -197,7 +214,7 @@ func (d *deltaSub) advance(c *shard.Response) (body wire.Body, send bool) {
 		if d.base.Sum == c.Sum {
 			return wire.Body{}, false
 		}
-		if c.HasPrev && c.PrevSum == d.base.Sum {
+		if c.HasPrev && c.PrevSum == d.base.Sum && (len(c.Removed) == 0 || gate == nil || !gate.holdsAny(c.Removed)) {
 			d.base = c
 			if len(c.Changed) == 0 && len(c.Removed) == 0 {
 				return wire.Body{}, false
@@ -207,6 +224,20 @@ func (d *deltaSub) advance(c *shard.Response) (body wire.Body, send bool) {
 		}
 	}
 	changed, removed, keep := d.diffTo(c)
+	if gate != nil && len(removed) > 0 {
+		kept := removed[:0]
+		for _, n := range removed {
+			if !gate.hold(n) {
+				kept = append(kept, n)
+				continue
+			}
+			if keep == nil {
+				keep = map[string]string{}
+			}
+			keep[n] = d.claim(n)
+		}
+		removed = kept
+	}
 	// The first answer to a wildcard subscription is sent even when empty:
 	// it tells the client the (empty) state is complete.
 	mustAnswer := d.wildcard && !d.told
@@ -216,6 +247,20 @@ func (d *deltaSub) advance(c *shard.Response) (body wire.Body, send bool) {
 	}
 	d.told = true
 	return shard.EncodeDelta(d.typeURL, c.Version, changed, removed), true
+}
+
+// claim is what the client holds of name, as over records it: a version
+// (or marker) from over, else the version in base.
+func (d *deltaSub) claim(name string) string {
+	if v, ok := d.over[name]; ok {
+		return v
+	}
+	if d.base != nil {
+		if r, ok := d.base.Lookup(name); ok {
+			return r.Version()
+		}
+	}
+	return holdNone
 }
 
 // diffTo computes what the client lacks of c and what it must drop, and the

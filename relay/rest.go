@@ -103,7 +103,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 
 	// The lease is released before the poll's shard is left: a class used
 	// only by polls lingers with its shards between them.
-	resp := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, func() { s.registry.Release(class) })
+	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, func() { s.registry.Release(class) })
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusTooManyRequests) // a class limit (shard.LimitError)
+		return
+	}
 	if resp == nil {
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -185,10 +189,14 @@ func protoMessage(err error) string {
 // returns the response to send: the shard's current one once its version
 // differs from clientVersion, or nil when none does within maxHold (or before
 // the request ends). It calls release, then leaves the subscription, before
-// it returns.
-func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, release func()) *shard.Response {
+// it returns. A subscription the class's limits refuse is the error.
+func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, release func()) (*shard.Response, error) {
 	rw := &restWatcher{sig: dedup.NewSignal()}
-	sh := class.Subscribe(typeURL, sub, rw)
+	sh, err := class.TrySubscribe(typeURL, sub, rw)
+	if err != nil {
+		release()
+		return nil, err
+	}
 	defer func() {
 		release()
 		class.Unsubscribe(sh, rw)
@@ -197,7 +205,7 @@ func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Sub
 	// Every change after Subscribe signals rw, so checking after each signal
 	// misses none.
 	if resp := restSendable(sh, clientVersion); resp != nil || maxHold <= 0 {
-		return resp
+		return resp, nil
 	}
 	hold := time.NewTimer(maxHold)
 	defer hold.Stop()
@@ -205,14 +213,14 @@ func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Sub
 		select {
 		case <-rw.sig.C():
 			if resp := restSendable(sh, clientVersion); resp != nil {
-				return resp
+				return resp, nil
 			}
 		case <-hold.C:
-			return nil
+			return nil, nil
 		case <-r.Context().Done():
 			// The client is gone (or the server is closing): nothing changed
 			// as far as it is concerned.
-			return nil
+			return nil, nil
 		}
 	}
 }

@@ -67,7 +67,15 @@ type Options struct {
 	// every REST poll, before the request touches any state. An error ends
 	// the stream (use PermissionDenied).
 	AuthorizeType func(ctx context.Context, typeURL string) error
+	// ParentRemovalWait bounds how long a delta client's removal of a
+	// Cluster (Listener) waits for the removal of its ClusterLoadAssignment
+	// (RouteConfiguration), which the client is told first (default 5s;
+	// negative: removals are never held). See removalGate.
+	ParentRemovalWait time.Duration
 }
+
+// DefaultParentRemovalWait is Options.ParentRemovalWait's default.
+const DefaultParentRemovalWait = 5 * time.Second
 
 func (o Options) withDefaults() Options {
 	if o.MaxTypesPerStream <= 0 {
@@ -104,6 +112,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ClientLog == nil {
 		o.ClientLog = clientlog.NewGate(20, 1024)
+	}
+	if o.ParentRemovalWait == 0 {
+		o.ParentRemovalWait = DefaultParentRemovalWait
 	}
 	return o
 }

@@ -113,8 +113,6 @@ func TestBadRequests(t *testing.T) {
 		{"ADS without type_url later", "", []*request{{Node: h.node, TypeUrl: ClusterType}, {TypeUrl: ""}}, codes.InvalidArgument, "type_url"},
 		{"mismatched type_url", ClusterType, []*request{{Node: h.node, TypeUrl: EndpointType}}, codes.InvalidArgument, "type_url"},
 		{"mismatched type_url later", EndpointType, []*request{{Node: h.node, ResourceNames: []string{"A"}}, {TypeUrl: ClusterType}}, codes.InvalidArgument, "type_url"},
-		{"empty name", "", []*request{{Node: h.node, TypeUrl: EndpointType, ResourceNames: []string{"A", ""}}}, codes.InvalidArgument, "resource_names[1]"},
-		{"empty name later", ClusterType, []*request{{Node: h.node}, {ResourceNames: []string{""}}}, codes.InvalidArgument, "resource_names[0]"},
 		// A locator-only request would otherwise read as a wildcard.
 		{"resource locators", "", []*request{{Node: h.node, TypeUrl: ClusterType, ResourceLocators: []*discoveryv3.ResourceLocator{{Name: "A"}}}}, codes.Unimplemented, "resource_locators"},
 	}

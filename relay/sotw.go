@@ -76,7 +76,10 @@ func (s *sotwStream) collect(out []outgoing) []outgoing {
 			}
 			return
 		}
-		if !t.force && e.resp.Version == t.sentVersion {
+		if !t.force && e.resp.Version == t.sentVersion && !(t.claimed && e.resp.UpstreamVersioned) {
+			// The client holds it. (A version the client only claimed is
+			// trusted if it is a content hash: an upstream's version_info
+			// may name other content on another relay's upstream stream.)
 			e.dropped()
 			return
 		}
@@ -91,7 +94,7 @@ func (s *sotwStream) collect(out []outgoing) []outgoing {
 			body = e.resp.WrappedBody() // carries the TTLs; Body when there are none
 		}
 		m, nonce := s.stampLocked(body, t.typeURL)
-		t.nonce, t.sentVersion, t.force = nonce, e.resp.Version, false
+		t.nonce, t.sentVersion, t.force, t.claimed = nonce, e.resp.Version, false, false
 		t.pushes++
 		out = append(out, outgoing{m: m, settles: settle(e)})
 	})
@@ -151,7 +154,9 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	// the class's upstream interest in between.
 	var next *shard.Shard
 	if !sub.Empty() {
-		next = s.class.Subscribe(typeURL, sub, s)
+		if next, err = subscribe(s.class, typeURL, sub, s); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	t.shard = next

@@ -176,9 +176,7 @@ func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 		z.classified = true
 	}
 	if code == codes.OK {
-		if slices.Contains(names, "") {
-			code, why = codes.InvalidArgument, "empty resource name"
-		} else if len(names) > z.maxNames {
+		if len(names) > z.maxNames {
 			code, why = codes.ResourceExhausted, "too many names"
 		} else if z.types[typeURL] == nil && len(z.types) >= z.maxTypes {
 			code, why = codes.ResourceExhausted, "too many types"
@@ -240,7 +238,7 @@ func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	for _, n := range names {
 		if n == shard.Wildcard {
 			wildcard = true
-		} else {
+		} else if n != "" { // "" matches nothing
 			set[n] = true
 		}
 	}
@@ -494,10 +492,12 @@ func sotwSeeds() [][]byte {
 		*program(fzADS|fzDeltaUp).delta(eds, []byte{res("a", 0), res("b", 0)}).sotwReq(fzEDS, "a", "c").flush().
 			report(eds, false).delta(eds, nil, "a").flush().sotwReq(fzEDS|fzVerLast|fzNonce, "b", "c").flush().
 			delta(eds, []byte{res("c", 1)}, "b").flush(),
+		// The empty name matches nothing: [""] unsubscribes, the stream lives.
+		*program(fzADS).data(cds, res("a", 0)).sotwReq(fzCDS, "a", "").flush().sotwReq(fzCDS|fzVerLast|fzNonce, "").flush().
+			data(cds, res("a", 1)).flush(),
 		// Bad requests: each ends the stream.
 		*program(fzADS).sotwReq(0, "a"),
 		*program(fzADS).sotwReq(fzCDS|fzNoNode, "a"),
-		*program(fzADS).sotwReq(fzCDS, "a", ""),
 		*program(fzADS|fzFewNames).sotwReq(fzCDS, "a", "b", "c"),
 		*program(fzADS|fzOneType).sotwReq(fzCDS, "a").sotwReq(fzEDS, "a"),
 		*program(fzPerType|fzOfEDS).sotwReq(fzEDS, "a").flush().sotwReq(fzCDS, "a"),

@@ -348,13 +348,9 @@ func (b *streamBase) typeLimitLocked(n int) error {
 	return nil
 }
 
-// checkNames applies the per-request name checks to one list of names.
+// checkNames applies the per-request name checks to one list of names. An
+// empty name is no error: it names nothing (see shard.NewSubscription).
 func (b *streamBase) checkNames(field string, names []string) error {
-	for i, n := range names {
-		if n == "" {
-			return status.Errorf(codes.InvalidArgument, "%s[%d]: empty resource name", field, i)
-		}
-	}
 	if max := b.srv.opts.MaxResourceNames; len(names) > max {
 		return status.Errorf(codes.ResourceExhausted, "%s: %d names exceed the limit of %d", field, len(names), max)
 	}

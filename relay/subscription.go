@@ -9,6 +9,8 @@ import (
 // non-empty resource_names for the type, an empty list is the legacy wildcard;
 // after that, an empty list unsubscribes from everything, and "*" is the
 // explicit wildcard. explicitSeen is the stream's memory of that transition.
+// The empty name counts as a name here ([""] is a non-empty list) but matches
+// nothing: [""] unsubscribes from everything, as in go-control-plane.
 func nextSubscription(explicitSeen bool, names []string) (sub shard.Subscription, nowExplicit bool) {
 	if !explicitSeen && len(names) == 0 {
 		return shard.Subscription{Wildcard: true}, false
@@ -26,6 +28,10 @@ type typeSub struct {
 	nonce       uint64 // last nonce sent for this type; 0 before the first
 	sentVersion string // version of the last response sent (or known held)
 	force       bool   // send the shard's response even if sentVersion matches
+	// claimed: sentVersion is the version_info the client declared on its
+	// first request, not one the relay sent; it vouches for the content
+	// only where versions are content hashes.
+	claimed bool
 
 	ackedVersion string
 	acks, nacks  int
@@ -53,7 +59,7 @@ func (t *typeSub) updateSend(first bool, old *shard.Shard, clientVersion string)
 	switch {
 	case first:
 		if sub.Wildcard && len(sub.Names) == 0 && shard.FullState(t.typeURL) && clientVersion != "" {
-			t.sentVersion = clientVersion
+			t.sentVersion, t.claimed = clientVersion, true
 		} else {
 			t.force = true
 		}

@@ -30,6 +30,11 @@ type Class struct {
 	// onFanout, if set, is told how long each update took from the upstream
 	// to the last of its streams (see Response.FanoutStep).
 	onFanout FanoutObserver
+	// limits bound the union subscription (set before any stream
+	// subscribes); nodeBytes is Node's encoded size, for the request
+	// estimate.
+	limits    Limits
+	nodeBytes int
 
 	mu     sync.Mutex
 	tables map[string]*table // guarded by mu
@@ -49,7 +54,8 @@ func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
 	if onInterest == nil {
 		onInterest = func(string) {}
 	}
-	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{}}
+	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{},
+		nodeBytes: proto.Size(node)}
 }
 
 func (c *Class) table(typeURL string) *table {
@@ -61,17 +67,40 @@ func (c *Class) table(typeURL string) *table {
 	return t
 }
 
-// Subscribe registers w on the shard for (typeURL, sub), creating the shard
-// (and building its response from what the class already knows) if it is the
-// first such subscription. The union interest grows when sub asks for names
-// no other shard did.
+// TrySubscribe registers w on the shard for (typeURL, sub), creating the
+// shard (and building its response from what the class already knows) if it
+// is the first such subscription. The union interest grows when sub asks for
+// names no other shard did. A new shard that would push the class past its
+// Limits is refused with a *LimitError, and nothing changes: joining an
+// existing shard never changes the union, and is never refused.
+func (c *Class) TrySubscribe(typeURL string, sub Subscription, w Watcher) (*Shard, error) {
+	return c.subscribe(typeURL, sub, w, true)
+}
+
+// Subscribe is TrySubscribe without the class's Limits, for sources and
+// tests; a client's subscription goes through TrySubscribe.
 func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
+	s, _ := c.subscribe(typeURL, sub, w, false)
+	return s
+}
+
+func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited bool) (*Shard, error) {
 	key := KeyOf(c.Name, typeURL, sub)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.table(typeURL)
-	s := t.lookup(key, sub)
+	t := c.tables[typeURL]
+	var s *Shard
+	if t != nil {
+		s = t.lookup(key, sub)
+	}
 	if s == nil {
+		// Before any table exists: a refused type leaves nothing behind.
+		if limited {
+			if err := c.admit(t, typeURL, sub); err != nil {
+				return nil, err
+			}
+		}
+		t = c.table(typeURL)
 		s = &Shard{Key: key, Class: c, TypeURL: typeURL, Sub: sub, watchers: map[Watcher]struct{}{}}
 		interestChanged := t.add(s) // first: it marks names only the upstream can answer
 		t.rebuild(s)
@@ -80,7 +109,7 @@ func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
 		}
 	}
 	s.watchers[w] = struct{}{}
-	return s
+	return s, nil
 }
 
 // Unsubscribe removes w from s; the last watcher leaving removes the shard
@@ -92,8 +121,22 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 	if len(s.watchers) > 0 || c.idle {
 		return // an idle class keeps its shards until its linger ends
 	}
-	if t := c.tables[s.TypeURL]; t != nil && t.remove(s) {
-		c.onInterest(s.TypeURL)
+	if t := c.tables[s.TypeURL]; t != nil {
+		if t.remove(s) {
+			c.onInterest(s.TypeURL)
+		}
+		c.freeIfIdle(t)
+	}
+}
+
+// freeIfIdle drops t if it holds nothing and its upstream need not be told
+// anything more of it (mu held): no shard, no resource, no pending name, and
+// the upstream was never asked for the type or was last asked for nothing.
+// A type's next subscription starts a new table, as its first did.
+func (c *Class) freeIfIdle(t *table) {
+	if len(t.shards) == 0 && len(t.resources) == 0 && len(t.pending) == 0 && (!t.reported || t.requested.Empty()) &&
+		c.tables[t.typeURL] == t {
+		delete(c.tables, t.typeURL)
 	}
 }
 
@@ -108,12 +151,17 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sub.Empty() && c.tables[typeURL] == nil {
+		return // nothing asked of a type the class holds nothing of
+	}
 	t := c.table(typeURL)
 	t.incremental = incremental
 	if deadline := t.setRequested(sub, time.Now()); !deadline.IsZero() {
 		// The timer's goroutine only takes the class lock and returns.
 		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
 	}
+	t.compact()
+	c.freeIfIdle(t)
 }
 
 // Interest returns the union of the subscriptions of typeURL's shards.
@@ -152,6 +200,10 @@ type Update struct {
 	// answer about the state: it neither resolves pending names nor changes
 	// what absence means.
 	HeartbeatOnly bool
+	// Version, when set, is the upstream's version_info, passed through as
+	// the SotW version of the shards whose content this update (or a later
+	// rebuild) changes; empty: versions are content hashes.
+	Version string
 	// Ctx is the update's context (its trace), handed to the fan-out
 	// observer; nil is context.Background.
 	Ctx context.Context
@@ -184,9 +236,13 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	start := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(u.Resources) == 0 && c.tables[typeURL] == nil {
+		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
+	}
 	t := c.table(typeURL)
 	if !u.HeartbeatOnly {
 		t.authoritative = u.Replace || u.Exact
+		t.upstreamVersion = u.Version
 	}
 	resources := u.Resources
 	beats := u.Heartbeats[:0:0]
@@ -198,8 +254,12 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 			// A new TTL is a new version of the resource (spec: the TTL is
 			// updated by re-sending the resource with it), so every client,
 			// including later ones, gets it.
+			h := dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases)
+			if r.UpstreamVersion != "" {
+				h = dedup.WithVersion(h, r.UpstreamVersion)
+			}
 			resources = append(resources, &Resource{Name: r.Name, Aliases: r.Aliases, Any: r.Any, TTL: hb.TTL,
-				Hash: dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases)})
+				Hash: h, UpstreamVersion: r.UpstreamVersion, Children: r.Children})
 		default:
 			if u.Replace {
 				resources = append(resources, r) // still there, unchanged
@@ -324,6 +384,7 @@ type TypeStatus struct {
 	TypeURL   string        `json:"type_url"`
 	Received  bool          `json:"received"`
 	Resources int           `json:"resources"`
+	Pending   int           `json:"pending,omitempty"` // names waiting for the upstream's answer
 	Interest  Subscription  `json:"interest"`
 	Shards    []ShardStatus `json:"shards"`
 }
@@ -346,7 +407,7 @@ func (c *Class) Status() []TypeStatus {
 	out := make([]TypeStatus, 0, len(c.tables))
 	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
 		t := c.tables[typeURL]
-		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Interest: t.interest()}
+		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest()}
 		for _, list := range t.shards {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}

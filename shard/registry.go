@@ -61,6 +61,15 @@ type Registry struct {
 	onFanout FanoutObserver    // guarded by mu; copied into each class
 	closed   bool              // guarded by mu: no more linger timers
 	drops    sync.WaitGroup    // drops in progress; Add under mu while !closed
+	limits   Limits            // guarded by mu; copied into each class
+}
+
+// SetClassLimits sets the limits of every class created from then on (call
+// it before any class exists).
+func (r *Registry) SetClassLimits(l Limits) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limits = l
 }
 
 // ObserveFanout sets the function told, per update, how long it took from
@@ -139,6 +148,7 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	}
 	c := newClass(name, node, nil)
 	c.onFanout = r.onFanout
+	c.limits = r.limits
 	if r.newClass != nil {
 		if hook := r.newClass(c); hook != nil {
 			c.onInterest = hook
@@ -283,6 +293,7 @@ func (c *Class) sweep() {
 		if changed {
 			c.onInterest(typeURL)
 		}
+		c.freeIfIdle(t)
 	}
 }
 

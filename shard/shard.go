@@ -18,14 +18,29 @@ type Resource struct {
 	Aliases []string // other names clients may subscribe to it by (delta upstreams)
 	Any     []byte   // encoded google.protobuf.Any
 	TTL     []byte   // encoded google.protobuf.Duration, nil when the upstream set none
-	Hash    uint64   // dedup.ResourceHashFull(Any, TTL, Aliases)
+	Hash    uint64   // dedup.ResourceHashFull(Any, TTL, Aliases), WithVersion(UpstreamVersion) if set
+	// UpstreamVersion is the upstream's version of the resource when the
+	// relay passes upstream versions through (a delta upstream's
+	// Resource.version; Hash then includes it); "" for the content hash.
+	UpstreamVersion string
+	// Children are the names of the resources of ChildType it refers to
+	// (a Cluster's EDS service name, a Listener's RDS route config names),
+	// recorded once per resource version by the source that decoded it;
+	// nil when none or not known.
+	Children []string
 
 	entry atomic.Pointer[[]byte] // the delta entry, encoded on first use
 }
 
 // Version is the resource's version: its content hash, the same on every
-// relay that received the same bytes.
-func (r *Resource) Version() string { return dedup.Version(r.Hash) }
+// relay that received the same bytes; or the upstream's version when passed
+// through.
+func (r *Resource) Version() string {
+	if r.UpstreamVersion != "" {
+		return r.UpstreamVersion
+	}
+	return dedup.Version(r.Hash)
+}
 
 // DeltaEntry is the resource as one resources entry of a
 // DeltaDiscoveryResponse, encoded once per resource version.
@@ -42,7 +57,7 @@ func (r *Resource) DeltaEntry() []byte {
 // read-only by every stream of the shard. Immutable.
 type Response struct {
 	TypeURL   string
-	Version   string      // the content hash, as clients see it
+	Version   string      // the content hash, as clients see it (or see UpstreamVersioned)
 	Sum       uint64      // identity of this shard version: the content hash, plus any Unknown names
 	Body      wire.Body   // SotW DiscoveryResponse without nonce (see wire.BodyBuilder)
 	Names     []string    // names of the resources, sorted
@@ -58,6 +73,10 @@ type Response struct {
 	Aliases map[string]string
 	// HasTTL: some resource carries a TTL (see WrappedBody).
 	HasTTL bool
+	// UpstreamVersioned: Version is the upstream's version_info passed
+	// through (upstream.versions: upstream), not a content hash; two relays
+	// may then give the same version to different content.
+	UpstreamVersioned bool
 
 	// The change from the shard's previous version (HasPrev), for delta
 	// streams that hold exactly that version.

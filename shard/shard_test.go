@@ -47,6 +47,10 @@ func TestKeyIsOrderInsensitive(t *testing.T) {
 	if a != b {
 		t.Fatal("same name set in another order gave another key")
 	}
+	// "" matches nothing: it is not part of the subscription.
+	if e := NewSubscription([]string{"", "y", "x", ""}, false); KeyOf("c", edsType, e) != a || !NewSubscription([]string{""}, false).Empty() {
+		t.Fatalf("the empty name changed the subscription: %q", e.Names)
+	}
 	for name, k := range map[string]Key{
 		"other class":   KeyOf("d", edsType, NewSubscription([]string{"x", "y"}, false)),
 		"other type":    KeyOf("c", ClusterType, NewSubscription([]string{"x", "y"}, false)),

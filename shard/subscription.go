@@ -17,13 +17,19 @@ type Subscription struct {
 	Names    []string
 }
 
-// NewSubscription normalises names; "*" sets Wildcard. The input slice is not
-// modified.
+// NewSubscription normalises names; "*" sets Wildcard. The empty name is a
+// name that matches nothing (no resource can be named ""; some clients send
+// [""] to unsubscribe from everything): it is dropped, so it never reaches
+// the class's union interest, the upstream or a shard's key. The input slice
+// is not modified.
 func NewSubscription(names []string, wildcard bool) Subscription {
 	out := make([]string, 0, len(names))
 	for _, n := range names {
 		if n == Wildcard {
 			wildcard = true
+			continue
+		}
+		if n == "" {
 			continue
 		}
 		out = append(out, n)

@@ -38,6 +38,9 @@ type table struct {
 	reported        bool // setRequested was called: requested is meaningful
 	incremental     bool // the upstream speaks delta: its answers name deletions
 	wildcardPending bool // wildcard requested again; the answer is not in yet
+	// upstreamVersion: the version_info of the last update, when the
+	// upstream's versions are passed through (Update.Version).
+	upstreamVersion string
 	// pending: names of a full-state type newly wanted and not held, whose
 	// answer the upstream has not given yet, with the deadline after which
 	// they count as absent (zero: not requested yet, e.g. upstream down).
@@ -50,6 +53,12 @@ type table struct {
 	shards    map[Key][]*Shard // a slice only to survive hash collisions
 	byName    map[string]map[*Shard]struct{}
 	wildcards map[*Shard]struct{}
+	// namePayload is the sum of nameBytes over byName: the union's names
+	// as the upstream request carries them (see Limits).
+	namePayload int
+	// The most entries byName, resources and pending held since they were
+	// last sized (see compact).
+	byNamePeak, resourcesPeak, pendingPeak int
 }
 
 func newTable(typeURL string) *table {
@@ -96,6 +105,7 @@ func (t *table) add(s *Shard) (interestChanged bool) {
 		if set == nil {
 			set = map[*Shard]struct{}{}
 			t.byName[n] = set
+			t.namePayload += nameBytes(n)
 			interestChanged = true
 			t.markPending(n)
 		}
@@ -160,16 +170,46 @@ func (t *table) remove(s *Shard) (interestChanged bool) {
 		delete(t.wildcards, s)
 		interestChanged = len(t.wildcards) == 0
 	}
+	t.byNamePeak = max(t.byNamePeak, len(t.byName))
 	for _, n := range s.Sub.Names {
 		delete(t.byName[n], s)
 		if len(t.byName[n]) == 0 {
 			delete(t.byName, n)
+			t.namePayload -= nameBytes(n)
 			interestChanged = true
+			if d, ok := t.pending[n]; ok && d.IsZero() {
+				delete(t.pending, n) // never asked for, and nobody waits for it
+			}
 		}
 	}
 	// Resources stay until the upstream is told it need not send them any
 	// more (setRequested): until then they are still current.
 	return interestChanged
+}
+
+// compactMin is the size below which a table's maps are never re-made.
+const compactMin = 1024
+
+// compact re-makes the maps that shrank to under a quarter of their peak:
+// a Go map keeps the buckets of its largest size, so after a client with
+// 100,000 names leaves, the table would hold their room for good.
+func (t *table) compact() {
+	t.byName = shrink(t.byName, &t.byNamePeak)
+	t.resources = shrink(t.resources, &t.resourcesPeak)
+	t.pending = shrink(t.pending, &t.pendingPeak)
+}
+
+func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	*peak = max(*peak, len(m))
+	if *peak < compactMin || len(m) >= *peak/4 {
+		return m
+	}
+	out := make(map[K]V, len(m)) // maps.Clone would keep m's size
+	for k, v := range m {
+		out[k] = v
+	}
+	*peak = len(out)
+	return out
 }
 
 // setRequested records what the upstream was asked for and drops resources
@@ -193,7 +233,14 @@ func (t *table) setRequested(sub Subscription, now time.Time) (deadline time.Tim
 		}
 	}
 	t.requested, t.reported = sub, true
+	t.pendingPeak = max(t.pendingPeak, len(t.pending))
 	for n, d := range t.pending {
+		if !sub.Wildcard && !sub.Has(n) && t.byName[n] == nil {
+			// Not asked for any more, and no shard waits for it: its
+			// answer would be dropped anyway.
+			delete(t.pending, n)
+			continue
+		}
 		if d.IsZero() && (sub.Wildcard || sub.Has(n)) {
 			if !t.fullState {
 				// Other types are served without the name meanwhile (nothing
@@ -255,6 +302,7 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 		changed = append(changed, r.Name)
 		changed = append(changed, r.Aliases...)
 	}
+	t.resourcesPeak = max(t.resourcesPeak, len(t.resources))
 	if replace {
 		for name := range t.resources {
 			if _, ok := seen[name]; !ok {
@@ -380,6 +428,9 @@ func (t *table) rebuild(s *Shard) bool {
 		return false
 	}
 	version := dedup.Version(contentSum)
+	if t.upstreamVersion != "" {
+		version = t.upstreamVersion // the upstream's, as of this content
+	}
 	bb := wire.NewBodyBuilder(version, size)
 	outNames := make([]string, len(included))
 	for i, r := range included {
@@ -387,7 +438,8 @@ func (t *table) rebuild(s *Shard) bool {
 		outNames[i] = r.Name
 	}
 	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: wire.NewBody(bb.Finish(t.typeURL)),
-		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown, Aliases: aliases}
+		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown, Aliases: aliases,
+		UpstreamVersioned: t.upstreamVersion != ""}
 	for _, r := range included {
 		next.HasTTL = next.HasTTL || r.TTL != nil
 	}

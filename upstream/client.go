@@ -38,6 +38,11 @@ type Config struct {
 	// Delta selects the incremental protocol (DeltaAggregatedResources)
 	// instead of state of the world.
 	Delta bool
+	// PassVersions passes the upstream's versions through to clients (SotW
+	// version_info; a delta upstream's resource versions) instead of
+	// content hashes, for operators who correlate what a client holds with
+	// their control plane.
+	PassVersions bool
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
 	// Tracer traces each upstream response (default: no tracing); the span's
@@ -136,7 +141,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
-		valid:   newValidator(),
+		valid:   &validator{checked: map[string]map[string]checkedResource{}, passVersions: c.cfg.PassVersions},
 		delta:   c.cfg.Delta,
 		metrics: c.cfg.Metrics,
 		tracer:  c.cfg.Tracer,

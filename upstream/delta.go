@@ -23,7 +23,6 @@ type deltaSession struct {
 	stream grpc.ClientStream
 	types  map[string]*deltaTypeState
 	first  bool // the next request is the stream's first and carries the node
-	synced bool // syncInterest ran once on this stream
 }
 
 // deltaTypeState is what one delta stream subscribed to for a type URL.
@@ -54,12 +53,11 @@ func (ds *deltaSession) syncInterest() error {
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
 		if ts == nil {
 			if want.Empty() {
-				if !ds.synced {
-					// Not subscribed on this stream: what the class still
-					// holds of it will not be kept current.
-					ds.forgetUnsubscribed(typeURL, want)
-					ds.class.Requested(typeURL, want, true)
-				}
+				// This stream asks nothing of the type: the class may drop
+				// what an earlier stream was asked for (and free the type),
+				// and its versions are not claimed on a later subscription.
+				ds.forgetUnsubscribed(typeURL, want)
+				ds.class.Requested(typeURL, want, true)
 				continue
 			}
 			ts = &deltaTypeState{}
@@ -85,7 +83,6 @@ func (ds *deltaSession) syncInterest() error {
 		}
 		ds.class.Requested(typeURL, want, true)
 	}
-	ds.synced = true
 	return nil
 }
 
@@ -215,7 +212,7 @@ func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource
 			beats = append(beats, shard.HeartbeatEntry{Name: r.Name, TTL: bytes.Clone(r.TTL)})
 			continue
 		}
-		cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name, aliases: r.Aliases})
+		cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name, aliases: r.Aliases, version: r.Version})
 		versions = append(versions, r.Version)
 	}
 	resources, err := ds.valid.resources(resp.TypeURL, cands, false)

@@ -66,6 +66,9 @@ func (ss *session) syncInterest() error {
 		ts := ss.types[typeURL]
 		if ts == nil {
 			if want.Empty() {
+				// This stream asks nothing of the type: the class may drop
+				// what an earlier stream was asked for (and free the type).
+				ss.class.Requested(typeURL, want, false)
 				continue
 			}
 			ts = &typeState{}
@@ -183,7 +186,11 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 	// A response of heartbeats only (go-control-plane lists just the
 	// resources with a TTL) refreshes them; it is not the state of the world.
 	heartbeatOnly := len(resources) == 0 && len(beats) > 0
-	ss.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Heartbeats: beats, Replace: replace && !heartbeatOnly, HeartbeatOnly: heartbeatOnly, Ctx: ctx})
+	u := shard.Update{Resources: resources, Heartbeats: beats, Replace: replace && !heartbeatOnly, HeartbeatOnly: heartbeatOnly, Ctx: ctx}
+	if ss.valid.passVersions {
+		u.Version = resp.VersionInfo
+	}
+	ss.class.ApplyUpdate(resp.TypeURL, u)
 	ss.versions[resp.TypeURL] = resp.VersionInfo
 	ts.rejected, ts.repeats = "", 0
 	ss.metrics.Response(ss.class.Name, resp.TypeURL, true)

@@ -13,6 +13,7 @@ import (
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
+	"github.com/xds-relay/xds-relay/shard/xdstypes"
 )
 
 // RejectError is a response the relay NACKs: the upstream is alive but sent
@@ -26,13 +27,25 @@ func reject(format string, args ...any) error {
 }
 
 // validator checks upstream resources. It remembers the hash of every
-// resource it already checked, so an unchanged resource is not decoded again
-// (owned by one class stream's run loop; not safe for concurrent use).
+// resource it already checked, and the children it refers to, so an
+// unchanged resource is not decoded again (owned by one class stream's run
+// loop; not safe for concurrent use).
 type validator struct {
-	checked map[string]map[string]uint64 // type URL -> name -> hash
+	checked map[string]map[string]checkedResource // type URL -> name -> what was checked
+	// passVersions: a resource keeps the upstream's version (candidate
+	// version), which its hash includes (set at construction).
+	passVersions bool
 }
 
-func newValidator() *validator { return &validator{checked: map[string]map[string]uint64{}} }
+// checkedResource is one resource version as the validator decoded it.
+type checkedResource struct {
+	hash     uint64
+	children []string // xdstypes.Children of the decoded resource (shared, read-only)
+}
+
+func newValidator() *validator {
+	return &validator{checked: map[string]map[string]checkedResource{}}
+}
 
 // candidate is one resource of a response, before validation.
 type candidate struct {
@@ -40,6 +53,7 @@ type candidate struct {
 	ttl      []byte   // the encoded TTL Duration, nil when none
 	declared string   // the name a Resource wrapper gave it ("" when none)
 	aliases  []string // the aliases a delta Resource gave it
+	version  string   // the version a delta Resource gave it
 }
 
 // unwrapSotW turns the resources of a SotW response into candidates and
@@ -82,7 +96,7 @@ func (v *validator) resources(typeURL string, cands []candidate, replace bool) (
 		msgType = mt
 	}
 	prev := v.checked[typeURL]
-	next := make(map[string]uint64, len(cands))
+	next := make(map[string]checkedResource, len(cands))
 	out := make([]*shard.Resource, 0, len(cands))
 	for i, c := range cands {
 		anyType, value, err := wire.ParseAny(c.raw)
@@ -103,21 +117,34 @@ func (v *validator) resources(typeURL string, cands []candidate, replace bool) (
 			return nil, reject("resources[%d]: duplicate resource name %q", i, name)
 		}
 		hash := dedup.ResourceHashFull(c.raw, c.ttl, c.aliases)
-		if msgType != nil && prev[name] != hash {
-			if err := proto.Unmarshal(value, msgType.New().Interface()); err != nil {
+		upstreamVersion := ""
+		if v.passVersions && c.version != "" {
+			upstreamVersion = c.version
+			hash = dedup.WithVersion(hash, c.version)
+		}
+		checked, known := prev[name]
+		if msgType != nil && (!known || checked.hash != hash) {
+			msg := msgType.New().Interface()
+			if err := proto.Unmarshal(value, msg); err != nil {
 				return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
 			}
+			checked.children = nil
+			if shard.ChildType(typeURL) != "" {
+				checked.children = xdstypes.Children(msg)
+			}
 		}
-		next[name] = hash
+		checked.hash = hash
+		next[name] = checked
 		// Copy: raw aliases the whole received message, which must not stay
 		// pinned by the one resource that outlives it.
-		out = append(out, &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash})
+		out = append(out, &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash,
+			UpstreamVersion: upstreamVersion, Children: checked.children})
 	}
 	if !replace && prev != nil {
 		// A merge update carries only some resources: remember the rest too.
-		for name, hash := range prev {
+		for name, checked := range prev {
 			if _, ok := next[name]; !ok {
-				next[name] = hash
+				next[name] = checked
 			}
 		}
 	}

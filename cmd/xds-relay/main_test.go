@@ -2,15 +2,11 @@ package main
 
 import (
 	"bytes"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestValidateCommand(t *testing.T) {
@@ -91,65 +87,16 @@ func TestValidateChecksTheSourceDirectory(t *testing.T) {
 	}
 }
 
-// TestBinaryServesEmbeddedSampleFromAnyDirectory builds the binary, starts
-// it with no flags from an empty directory, and checks that it serves the
-// embedded sample: /readyz answers and /debug/upstream names the sample.
+// TestBinaryServesEmbeddedSampleFromAnyDirectory starts the binary with no
+// flags but its addresses from an empty directory, and checks that it
+// serves the embedded sample: /readyz answers and /debug/upstream names the
+// sample.
 func TestBinaryServesEmbeddedSampleFromAnyDirectory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "xds-relay")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	empty := t.TempDir()
 	admin := freeAddr(t)
-	cmd := exec.Command(bin, "--listen", freeAddr(t), "--admin", admin)
-	cmd.Dir = empty
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	startBinary(t, t.TempDir(), "--listen", freeAddr(t), "--admin", admin)
+	waitHTTP(t, "http://"+admin+"/readyz")
+	code, body := httpGet(t, "http://"+admin+"/debug/upstream")
+	if code != http.StatusOK || !strings.Contains(body, "embedded sample") || !strings.Contains(body, "clusters.yaml") {
+		t.Errorf("/debug/upstream = %d %s; want the embedded sample and its files", code, body)
 	}
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("relay log:\n%s", logs.String())
-		}
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + admin + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never answered 200 (last error %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	resp, err := http.Get("http://" + admin + "/debug/upstream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "embedded sample") || !strings.Contains(string(body), "clusters.yaml") {
-		t.Errorf("/debug/upstream = %s; want the embedded sample and its files", body)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

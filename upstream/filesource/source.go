@@ -33,7 +33,7 @@ import (
 
 	// The resource types files may hold (as resources or nested typed_config).
 	// A type outside this list is a load error: protojson cannot resolve it.
-	_ "github.com/xds-relay/xds-relay/shard/xdstypes" // the Envoy types it decodes
+	"github.com/xds-relay/xds-relay/shard/xdstypes" // also registers the Envoy types it decodes
 )
 
 // typePrefix is the prefix of the canonical type URL every resource is
@@ -188,13 +188,14 @@ func (snap *snapshot) checkNotEmpty(dir string) error {
 // class was never given (as empty: the source is authoritative, so a client
 // asking for it learns it has nothing). The source never reports what it
 // requested (shard.Class.Requested), so the class keeps everything it was
-// given and a type once given needs nothing more. It never blocks.
+// given and a type once given resources needs nothing more (a type given
+// empty is given again: see markApplied). It never blocks.
 func (s *Source) Attach(class *shard.Class) func(typeURL string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, typeURL := range applyOrder(slices.Collect(maps.Keys(s.state))) {
 		class.Apply(typeURL, s.state[typeURL].resources, true)
-		s.markApplied(class, typeURL)
+		s.markApplied(class, typeURL, len(s.state[typeURL].resources) > 0)
 	}
 	if !s.closed && !slices.Contains(s.classes, class) {
 		s.classes = append(s.classes, class)
@@ -245,10 +246,20 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// markApplied records that class was given typeURL.
-func (s *Source) markApplied(class *shard.Class, typeURL string) {
+// markApplied records that class was given typeURL. A type given empty is
+// not recorded: the class frees a table that holds nothing once no client
+// subscribes to it, so its next client's interest must apply it again (and
+// a type URL nobody has leaves nothing behind).
+func (s *Source) markApplied(class *shard.Class, typeURL string, held bool) {
 	s.pendMu.Lock()
 	defer s.pendMu.Unlock()
+	if !held {
+		delete(s.applied[class], typeURL)
+		if len(s.applied[class]) == 0 {
+			delete(s.applied, class)
+		}
+		return
+	}
 	if s.applied[class] == nil {
 		s.applied[class] = map[string]bool{}
 	}
@@ -289,7 +300,7 @@ func (s *Source) install(snap *snapshot, at time.Time) {
 		s.state[typeURL] = next
 		for _, c := range s.classes {
 			c.Apply(typeURL, next.resources, true)
-			s.markApplied(c, typeURL)
+			s.markApplied(c, typeURL, len(next.resources) > 0)
 		}
 	}
 	s.setStatus(func(st *Status) {
@@ -370,15 +381,21 @@ func load(fsys fs.FS, dir string) (*snapshot, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		// A file removed between the listing and its reading is gone from
+		// the directory, as it would be from a load a moment later.
 		fi, err := fs.Stat(fsys, e.Name())
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
 			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		if !fi.Mode().IsRegular() {
 			continue
 		}
 		data, err := fs.ReadFile(fsys, e.Name())
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
 			return nil, fmt.Errorf("filesource: %w", err)
 		}
 		resources, lines, err := parseFile(path, data)
@@ -435,7 +452,11 @@ func encode(a *anypb.Any) (typeURL string, r *shard.Resource, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return typeURL, &shard.Resource{Name: name, Any: encoded, Hash: dedup.ResourceHash(encoded)}, nil
+	r = &shard.Resource{Name: name, Any: encoded, Hash: dedup.ResourceHash(encoded)}
+	if shard.ChildType(typeURL) != "" {
+		r.Children = xdstypes.Children(msg)
+	}
+	return typeURL, r, nil
 }
 
 // typeName is the full message name of a type URL.

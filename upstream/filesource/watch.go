@@ -186,7 +186,7 @@ func (s *Source) reapply() {
 				resources = ts.resources
 			}
 			c.Apply(typeURL, resources, true)
-			s.markApplied(c, typeURL)
+			s.markApplied(c, typeURL, len(resources) > 0)
 		}
 	}
 }

@@ -153,10 +153,12 @@ func TestWatch(t *testing.T) {
 		t.Errorf("status = %+v", st)
 	}
 
-	// A class attached now gets every type ever loaded, the emptied one too.
+	// A class attached now gets every type that has resources; the emptied
+	// one is applied (empty) once a client subscribes to it, like a type no
+	// file has (TestInterestReapply): a class holds no table for nothing.
 	late := newRegistry(t, nil).ClassFor(node("late"))
 	s.Attach(late)
-	if got, want := counts(late), map[string]int{clusterType: 2, listenerType: 0}; !maps.Equal(got, want) {
+	if got, want := counts(late), map[string]int{clusterType: 2}; !maps.Equal(got, want) {
 		t.Errorf("late class: %v, want %v", got, want)
 	}
 }
@@ -198,6 +200,7 @@ func TestInterestReapply(t *testing.T) {
 		{"by name", clusterType, shard.NewSubscription([]string{"b"}, false), []string{"b"}},
 		{"by name again", clusterType, shard.NewSubscription([]string{"a"}, false), []string{"a"}},
 		{"type without files", listenerType, shard.NewSubscription([]string{"x"}, false), nil},
+		{"type without files again", listenerType, shard.NewSubscription([]string{"x"}, false), nil},
 	}
 	for _, tc := range tests {
 		w := &nopWatcher{}
@@ -207,6 +210,16 @@ func TestInterestReapply(t *testing.T) {
 		}, "%s: shard names %v, want %v", tc.name, shardNames(sh), tc.want)
 		// The last subscriber leaving must not lose the state for the next.
 		class.Unsubscribe(sh, w)
+	}
+	// A type the source holds nothing of leaves nothing behind, in the
+	// class or the source (a client asking for made-up type URLs).
+	if got := class.TypeURLs(); !slices.Equal(got, []string{clusterType}) {
+		t.Errorf("class tables %v, want only %s", got, clusterType)
+	}
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	if s.applied[class][listenerType] {
+		t.Errorf("the source remembers giving the class %s", listenerType)
 	}
 }
 

@@ -35,10 +35,19 @@ type Config struct {
 	Tracing     TracingConfig   `yaml:"tracing"`
 	TLS         TLSConfig       `yaml:"tls"`
 	Identity    IdentityConfig  `yaml:"identity"`
+	Delta       DeltaConfig     `yaml:"delta"`
 
 	// AdminTokenFile, if set, holds the bearer token every admin endpoint
 	// but /healthz, /readyz and /metrics requires.
 	AdminTokenFile string `yaml:"admin_token_file"`
+}
+
+// DeltaConfig tunes what delta (incremental) clients are sent.
+type DeltaConfig struct {
+	// ParentRemovalWait bounds how long a Cluster's (Listener's) removal
+	// waits for its endpoints' (route configuration's), which a delta
+	// client holding both is told first; 0 never holds a removal.
+	ParentRemovalWait time.Duration `yaml:"parent_removal_wait"`
 }
 
 // TLSConfig is the downstream listener's TLS. Files are reloaded when they
@@ -132,7 +141,11 @@ type UpstreamConfig struct {
 	TLS       UpstreamTLSConfig `yaml:"tls"`
 	RelayID   string            `yaml:"relay_id"`
 	Protocol  string            `yaml:"protocol"`
-	Backoff   BackoffConfig     `yaml:"backoff"`
+	// Versions is what clients are sent as versions: "content" (content
+	// hashes, identical on every relay of a tier) or "upstream" (the
+	// upstream's SotW version_info and delta resource versions).
+	Versions string        `yaml:"versions"`
+	Backoff  BackoffConfig `yaml:"backoff"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -202,6 +215,12 @@ type LimitsConfig struct {
 	// MaxMetricClasses: class label values beyond this many fold into
 	// "other".
 	MaxMetricClasses int `yaml:"max_metric_classes"`
+	// A node class's union subscription (shard.Limits): names per type, type
+	// URLs, and the estimated size of its upstream request for one type. A
+	// client that would push its class past one is refused.
+	MaxClassNamesPerType    int `yaml:"max_class_names_per_type"`
+	MaxClassTypes           int `yaml:"max_class_types"`
+	MaxUpstreamRequestBytes int `yaml:"max_upstream_request_bytes"`
 	// MaxClasses bounds the node classes (each has an upstream stream); a
 	// client that would create one more is refused with RESOURCE_EXHAUSTED.
 	MaxClasses int `yaml:"max_classes"`
@@ -214,6 +233,7 @@ func DefaultConfig() Config {
 		Admin:  "127.0.0.1:19000",
 		Upstream: UpstreamConfig{
 			Protocol: "sotw",
+			Versions: "content",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
 		Source:      SourceConfig{}, // no dir: the embedded sample
@@ -223,12 +243,14 @@ func DefaultConfig() Config {
 			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
 			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxNodeBytes: 64 << 10,
 			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256,
+			MaxClassNamesPerType: 200000, MaxClassTypes: 64, MaxUpstreamRequestBytes: 3 << 20,
 			MaxClasses: 10000},
 		Server: ServerConfig{MaxHeaderListBytes: 64 << 10, ConnectionTimeout: 10 * time.Second, KeepaliveTime: 2 * time.Minute,
 			KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 15 * time.Second, MaxConnectionIdle: 5 * time.Minute},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
 		REST:    RESTConfig{MaxHold: 30 * time.Second},
 		Tracing: TracingConfig{SampleRatio: 1},
+		Delta:   DeltaConfig{ParentRemovalWait: 5 * time.Second},
 	}
 }
 
@@ -241,14 +263,18 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc += ":" + strconv.Itoa(e.Line)
+	var parts []string
+	if e.File != "" {
+		loc := e.File
+		if e.Line > 0 {
+			loc += ":" + strconv.Itoa(e.Line)
+		}
+		parts = append(parts, loc)
 	}
-	if e.Key == "" {
-		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	if e.Key != "" {
+		parts = append(parts, e.Key)
 	}
-	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
+	return strings.Join(append(parts, e.Msg), ": ")
 }
 
 // LoadConfig reads and validates a configuration file over the defaults.
@@ -271,69 +297,83 @@ func ParseConfig(file string, data []byte) (Config, error) {
 	lines := keyLines(&root)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
+	// yaml.v3 decodes what it can past a wrong key or value, so the values
+	// are checked too and every problem is reported at once.
+	var errs ConfigErrors
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, decodeError(file, err, lines)
+		errs = decodeError(file, err, lines)
 	}
-	if err := cfg.Validate(); err != nil {
-		var ce *ConfigError
-		if errors.As(err, &ce) {
-			ce.File, ce.Line = file, lines.line(ce.Key)
+	reported := map[string]bool{}
+	for _, ce := range errs {
+		reported[ce.Key] = true
+	}
+	for _, ce := range asConfigErrors(cfg.Validate()) {
+		if reported[ce.Key] {
+			continue // the value was not decoded: the decode error says why
 		}
-		return cfg, err
+		ce.File, ce.Line = file, lines.line(ce.Key)
+		errs = append(errs, ce)
 	}
-	return cfg, nil
+	errs.sortByLine()
+	return cfg, errs.orNil()
 }
 
-// Validate checks values; errors are *ConfigError with Key set.
+// Validate checks values and reports every problem it finds, not only the
+// first: the error is a ConfigErrors of *ConfigError with Key set.
 func (c *Config) Validate() error {
-	bad := func(key, format string, args ...any) error {
-		return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
+	var errs ConfigErrors
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	if err := checkHostPort(c.Listen); err != nil {
-		return bad("listen", "%v", err)
+		bad("listen", "%v", err)
 	}
 	if err := checkHostPort(c.Admin); err != nil {
-		return bad("admin", "%v", err)
+		bad("admin", "%v", err)
 	}
 	if c.Upstream.Address != "" {
 		if err := checkHostPort(c.Upstream.Address); err != nil {
-			return bad("upstream.address", "%v", err)
+			bad("upstream.address", "%v", err)
 		}
 	}
 	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
-		return bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)
+		bad("upstream.protocol", "must be sotw or delta, got %q", c.Upstream.Protocol)
+	}
+	if c.Upstream.Versions != "content" && c.Upstream.Versions != "upstream" {
+		bad("upstream.versions", "must be content or upstream, got %q", c.Upstream.Versions)
 	}
 	if c.Upstream.Backoff.Initial <= 0 {
-		return bad("upstream.backoff.initial", "must be positive, got %v", c.Upstream.Backoff.Initial)
+		bad("upstream.backoff.initial", "must be positive, got %v", c.Upstream.Backoff.Initial)
 	}
 	if c.Upstream.Backoff.Max < c.Upstream.Backoff.Initial {
-		return bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)
+		bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)
 	}
 	if _, err := c.classifier(); err != nil {
 		var re *ruleError
 		if errors.As(err, &re) {
-			return bad(fmt.Sprintf("node_classes.rules[%d].%s", re.index, re.key), "%s", re.msg)
+			bad(fmt.Sprintf("node_classes.rules[%d].%s", re.index, re.key), "%s", re.msg)
+		} else {
+			bad("node_classes", "%v", err)
 		}
-		return bad("node_classes", "%v", err)
 	}
 	if c.NodeClasses.Linger <= 0 {
-		return bad("node_classes.linger", "must be positive, got %v", c.NodeClasses.Linger)
+		bad("node_classes.linger", "must be positive, got %v", c.NodeClasses.Linger)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		return bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "console", "json":
 	default:
-		return bad("log.format", "must be console or json, got %q", c.Log.Format)
+		bad("log.format", "must be console or json, got %q", c.Log.Format)
 	}
 	if c.Limits.MaxTypesPerStream < 1 {
-		return bad("limits.max_types_per_stream", "must be at least 1, got %d", c.Limits.MaxTypesPerStream)
+		bad("limits.max_types_per_stream", "must be at least 1, got %d", c.Limits.MaxTypesPerStream)
 	}
 	if c.Limits.MaxResourceNames < 1 {
-		return bad("limits.max_resource_names", "must be at least 1, got %d", c.Limits.MaxResourceNames)
+		bad("limits.max_resource_names", "must be at least 1, got %d", c.Limits.MaxResourceNames)
 	}
 	for _, lim := range []struct {
 		key string
@@ -353,13 +393,16 @@ func (c *Config) Validate() error {
 		{"server.max_header_list_bytes", c.Server.MaxHeaderListBytes},
 		{"log.client_lines_per_second", c.Log.ClientLinesPerSecond},
 		{"log.max_field_bytes", c.Log.MaxFieldBytes},
+		{"limits.max_class_names_per_type", c.Limits.MaxClassNamesPerType},
+		{"limits.max_class_types", c.Limits.MaxClassTypes},
+		{"limits.max_upstream_request_bytes", c.Limits.MaxUpstreamRequestBytes},
 	} {
 		if lim.v < 1 {
-			return bad(lim.key, "must be at least 1, got %d", lim.v)
+			bad(lim.key, "must be at least 1, got %d", lim.v)
 		}
 	}
 	if !(c.Limits.RequestsPerSecond > 0) || math.IsInf(c.Limits.RequestsPerSecond, 0) { // NaN fails too
-		return bad("limits.requests_per_second", "must be positive, got %v", c.Limits.RequestsPerSecond)
+		bad("limits.requests_per_second", "must be positive, got %v", c.Limits.RequestsPerSecond)
 	}
 	for _, d := range []struct {
 		key string
@@ -373,75 +416,79 @@ func (c *Config) Validate() error {
 		{"server.max_connection_idle", c.Server.MaxConnectionIdle},
 	} {
 		if d.v <= 0 {
-			return bad(d.key, "must be positive, got %v", d.v)
+			bad(d.key, "must be positive, got %v", d.v)
 		}
 	}
 	if c.Server.MaxHeaderListBytes < 1024 {
-		return bad("server.max_header_list_bytes", "must be at least 1024 (a gRPC request's headers), got %d", c.Server.MaxHeaderListBytes)
+		bad("server.max_header_list_bytes", "must be at least 1024 (a gRPC request's headers), got %d", c.Server.MaxHeaderListBytes)
 	}
 	if c.Log.MaxFieldBytes < 64 {
-		return bad("log.max_field_bytes", "must be at least 64, got %d", c.Log.MaxFieldBytes)
+		bad("log.max_field_bytes", "must be at least 64, got %d", c.Log.MaxFieldBytes)
 	}
 	if c.Limits.MaxCollapses < 0 {
-		return bad("limits.max_collapses", "must not be negative (0: never disconnect), got %d", c.Limits.MaxCollapses)
+		bad("limits.max_collapses", "must not be negative (0: never disconnect), got %d", c.Limits.MaxCollapses)
 	}
 	if len(c.Upstream.Addresses) > 0 && c.Upstream.Address == "" {
-		return bad("upstream.addresses", "fallback control planes need the primary upstream.address")
+		bad("upstream.addresses", "fallback control planes need the primary upstream.address")
 	}
 	for i, a := range c.Upstream.Addresses {
 		if err := checkHostPort(a); err != nil {
-			return bad(fmt.Sprintf("upstream.addresses[%d]", i), "%v", err)
+			bad(fmt.Sprintf("upstream.addresses[%d]", i), "%v", err)
 		}
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		return bad("tls.key_file", "tls.cert_file and tls.key_file go together")
+		bad("tls.key_file", "tls.cert_file and tls.key_file go together")
 	}
 	if c.TLS.ClientCAFile != "" && c.TLS.CertFile == "" {
-		return bad("tls.client_ca_file", "mTLS needs the listener's own tls.cert_file and tls.key_file")
+		bad("tls.client_ca_file", "mTLS needs the listener's own tls.cert_file and tls.key_file")
 	}
 	if len(c.Identity.Rules) > 0 && c.TLS.ClientCAFile == "" {
-		return bad("identity.rules", "binding node identities needs client certificates: set tls.client_ca_file")
+		bad("identity.rules", "binding node identities needs client certificates: set tls.client_ca_file")
 	}
 	if c.REST.Listen != "" && c.REST.Plaintext && c.TLS.ClientCAFile != "" {
 		// Plain HTTP has no client certificates: it would serve any node,
 		// and bypass identity binding, while gRPC requires them.
-		return bad("rest.plaintext", "REST in plaintext while the xDS listener requires client certificates (tls.client_ca_file): remove rest.plaintext")
+		bad("rest.plaintext", "REST in plaintext while the xDS listener requires client certificates (tls.client_ca_file): remove rest.plaintext")
 	}
 	if _, err := c.binder(); err != nil {
 		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
-			return bad(fmt.Sprintf("identity.rules[%s].%s", m[1], m[2]), "%s", m[3])
+			bad(fmt.Sprintf("identity.rules[%s].%s", m[1], m[2]), "%s", m[3])
+		} else {
+			bad("identity.rules", "%v", err)
 		}
-		return bad("identity.rules", "%v", err)
 	}
 	if (c.Upstream.TLS.CertFile == "") != (c.Upstream.TLS.KeyFile == "") {
-		return bad("upstream.tls.key_file", "upstream.tls.cert_file and upstream.tls.key_file go together")
+		bad("upstream.tls.key_file", "upstream.tls.cert_file and upstream.tls.key_file go together")
 	}
 	if c.Drain.Period < 0 {
-		return bad("drain.period", "must not be negative, got %v", c.Drain.Period)
+		bad("drain.period", "must not be negative, got %v", c.Drain.Period)
 	}
 	if c.Drain.MaxConnectionAge < 0 {
-		return bad("drain.max_connection_age", "must not be negative (0 disables), got %v", c.Drain.MaxConnectionAge)
+		bad("drain.max_connection_age", "must not be negative (0 disables), got %v", c.Drain.MaxConnectionAge)
 	}
 	if c.Drain.MaxConnectionAgeGrace < 0 {
-		return bad("drain.max_connection_age_grace", "must not be negative, got %v", c.Drain.MaxConnectionAgeGrace)
+		bad("drain.max_connection_age_grace", "must not be negative, got %v", c.Drain.MaxConnectionAgeGrace)
 	}
 	if c.REST.Listen != "" {
 		if err := checkHostPort(c.REST.Listen); err != nil {
-			return bad("rest.listen", "%v", err)
+			bad("rest.listen", "%v", err)
 		}
 	}
 	if c.REST.MaxHold < 0 {
-		return bad("rest.max_hold", "must not be negative, got %v", c.REST.MaxHold)
+		bad("rest.max_hold", "must not be negative, got %v", c.REST.MaxHold)
+	}
+	if c.Delta.ParentRemovalWait < 0 {
+		bad("delta.parent_removal_wait", "must not be negative (0: never hold), got %v", c.Delta.ParentRemovalWait)
 	}
 	if c.Tracing.OTLPEndpoint != "" {
 		if err := checkHostPort(c.Tracing.OTLPEndpoint); err != nil {
-			return bad("tracing.otlp_endpoint", "%v", err)
+			bad("tracing.otlp_endpoint", "%v", err)
 		}
 	}
 	if !(c.Tracing.SampleRatio >= 0 && c.Tracing.SampleRatio <= 1) { // NaN fails too
-		return bad("tracing.sample_ratio", "must be between 0 and 1, got %v", c.Tracing.SampleRatio)
+		bad("tracing.sample_ratio", "must be between 0 and 1, got %v", c.Tracing.SampleRatio)
 	}
-	return nil
+	return errs.orNil()
 }
 
 type ruleError struct {

@@ -65,22 +65,54 @@ var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
 
 // decodeError turns yaml.v3's decode errors ("line 4: field foo not found in
 // type app.Config") into a ConfigError naming the key path.
-func decodeError(file string, err error, lines keyLineMap) error {
+func decodeError(file string, err error, lines keyLineMap) ConfigErrors {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return &ConfigError{File: file, Line: yamlErrLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		return ConfigErrors{{File: file, Line: yamlErrLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
-	m := lineRE.FindStringSubmatch(te.Errors[0])
-	if m == nil {
-		return &ConfigError{File: file, Msg: te.Errors[0]}
+	var out ConfigErrors
+	for _, e := range te.Errors {
+		m := lineRE.FindStringSubmatch(e)
+		if m == nil {
+			out = append(out, &ConfigError{File: file, Msg: e})
+			continue
+		}
+		line, _ := strconv.Atoi(m[1])
+		msg := m[2]
+		key := lines.keyAtError(line, msg)
+		if unknownFieldRE.MatchString(msg) {
+			msg = "unknown key"
+		} else if v := wrongTypeRE.FindStringSubmatch(msg); v != nil {
+			msg = "want " + describeType(v[2]) + ", got " + v[1]
+		}
+		out = append(out, &ConfigError{File: file, Line: line, Key: key, Msg: msg})
 	}
-	line, _ := strconv.Atoi(m[1])
-	msg := m[2]
-	key := lines.keyAtError(line, msg)
-	if unknownFieldRE.MatchString(msg) {
-		msg = "unknown key"
+	return out
+}
+
+// wrongTypeRE is yaml.v3's wrong value error, "cannot unmarshal !!int `30`
+// into time.Duration": the value and the Go type it did not fit.
+var wrongTypeRE = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into (\\S+)")
+
+// describeType says what a configuration value of Go type t looks like.
+func describeType(t string) string {
+	switch {
+	case t == "time.Duration":
+		return "a duration such as 30s"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "string":
+		return "a string"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "app."):
+		return "a mapping of keys"
 	}
-	return &ConfigError{File: file, Line: line, Key: key, Msg: msg}
+	return t
 }
 
 var (

@@ -117,3 +117,41 @@ func TestLoadConfigFile(t *testing.T) {
 		t.Fatal("missing file loaded")
 	}
 }
+
+// validate reports every problem at once, each with its line and key, in
+// file order; a value of the wrong type says what was expected.
+func TestParseConfigReportsEveryError(t *testing.T) {
+	data := "listen: 127.0.0.1:18000\ndrain:\n  period: 30\nlog:\n  level: loud\nupstream:\n  address: x:1\n  protocl: sotw\nlimits:\n  max_resource_names: -1\n"
+	_, err := ParseConfig("relay.yaml", []byte(data))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		"relay.yaml:3: drain.period: want a duration such as 30s, got 30",
+		"relay.yaml:5: log.level: must be debug, info, warn or error",
+		"relay.yaml:8: upstream.protocl: unknown key",
+		"relay.yaml:10: limits.max_resource_names: must be at least 1",
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("error %d = %q, want prefix %q", i, lines[i], w)
+		}
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "drain.period" {
+		t.Errorf("errors.As finds %+v, want the first problem (drain.period)", ce)
+	}
+}
+
+func TestConfigErrorWithoutFile(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Upstream.Address, cfg.Upstream.Protocol = "x:1", "foo"
+	err := cfg.Validate()
+	if err == nil || strings.HasPrefix(err.Error(), ":") || !strings.HasPrefix(err.Error(), "upstream.protocol: ") {
+		t.Errorf("Validate() = %q; want it to start with the key, no stray colon", err)
+	}
+}

