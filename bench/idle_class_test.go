@@ -51,12 +51,18 @@ func TestIdleClassChange(t *testing.T) {
 			}
 			cancel() // every client of the class leaves
 			wg.Wait()
-			waitAdmin(t, relay.Admin+"/debug/shards", "the relay to drop the class's shards", func(shards map[string][]struct {
-				Shards []any `json:"shards"`
+			// The class lingers (node_classes.linger): it keeps its shards,
+			// unwatched, and its upstream subscriptions.
+			waitAdmin(t, relay.Admin+"/debug/shards", "the class's shards to have no stream", func(shards map[string][]struct {
+				Shards []struct {
+					Streams int `json:"streams"`
+				} `json:"shards"`
 			}) bool {
 				for _, ts := range shards["c0"] {
-					if len(ts.Shards) > 0 {
-						return false
+					for _, sh := range ts.Shards {
+						if sh.Streams > 0 {
+							return false
+						}
 					}
 				}
 				return true
@@ -65,11 +71,10 @@ func TestIdleClassChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !tc.upstreamDelta {
-				// The relay keeps its legacy wildcard subscriptions (an empty
-				// SotW request would still mean "everything"), so the change
-				// reaches the idle class: wait until it has taken it. A delta
-				// upstream was told of the unsubscriptions and sends nothing
-				// until the next client subscribes.
+				// The lingering class keeps its subscriptions, so the change
+				// reaches it: wait until it has taken it. (A delta upstream's
+				// versions are not the snapshot's: the late clients' wait
+				// covers it.)
 				up.mu.Lock()
 				version := up.configs["c0"].Version()
 				up.mu.Unlock()

@@ -90,14 +90,20 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		http.Error(w, grpcMessage(err), code)
 		return
 	}
-	class := s.registry.ClassFor(req.GetNode())
+	class, err := s.registry.Acquire(req.GetNode())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	}
 	wrapped := slices.Contains(req.GetNode().GetClientFeatures(), FeatureResourceInSotW)
 	names := req.GetResourceNames()
 	// REST has no stream to remember an explicit subscription on: every
 	// request is a first one, so no names is the legacy wildcard.
 	sub := shard.NewSubscription(names, len(names) == 0)
 
-	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold)
+	// The lease is released before the poll's shard is left: a class used
+	// only by polls lingers with its shards between them.
+	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, func() { s.registry.Release(class) })
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusTooManyRequests) // a class limit (shard.LimitError)
 		return
@@ -182,15 +188,19 @@ func protoMessage(err error) string {
 // restPoll subscribes to (typeURL, sub) for the duration of one request and
 // returns the response to send: the shard's current one once its version
 // differs from clientVersion, or nil when none does within maxHold (or before
-// the request ends). The subscription is released before it returns. A
-// subscription the class's limits refuse is the error.
-func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration) (*shard.Response, error) {
+// the request ends). It calls release, then leaves the subscription, before
+// it returns. A subscription the class's limits refuse is the error.
+func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, release func()) (*shard.Response, error) {
 	rw := &restWatcher{sig: dedup.NewSignal()}
 	sh, err := class.TrySubscribe(typeURL, sub, rw)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	defer class.Unsubscribe(sh, rw)
+	defer func() {
+		release()
+		class.Unsubscribe(sh, rw)
+	}()
 
 	// Every change after Subscribe signals rw, so checking after each signal
 	// misses none.

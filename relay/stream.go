@@ -250,7 +250,10 @@ func (b *streamBase) classify(node *corev3.Node) error {
 			return err
 		}
 	}
-	class := b.srv.registry.ClassFor(node)
+	class, err := b.srv.registry.Acquire(node) // released by releaseAll
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
 	b.mu.Lock()
 	b.nodeID, b.class = node.GetId(), class
 	b.resourceInSotW = slices.Contains(node.GetClientFeatures(), FeatureResourceInSotW)
@@ -474,6 +477,10 @@ func releaseAll[S shardHolder](b *streamBase, types map[string]S, w shard.Watche
 		b.srv.metrics.TypeUnsubscribed(b.variant, typeURL)
 	}
 	b.mu.Unlock()
+	if b.class != nil {
+		// First: a class left by its last stream lingers with its shards.
+		b.srv.registry.Release(b.class)
+	}
 	for _, sh := range held {
 		sh.Class.Unsubscribe(sh, w)
 	}

@@ -38,6 +38,16 @@ type Class struct {
 
 	mu     sync.Mutex
 	tables map[string]*table // guarded by mu
+	// idle: no stream holds a lease on the class (it lingers); a shard whose
+	// last watcher leaves is kept, with its upstream interest, for clients
+	// that come back. Guarded by mu, set under Registry.mu.
+	idle bool
+
+	// Guarded by Registry.mu (see registry.go).
+	leases    int         // streams (and REST polls) using the class
+	idleSince time.Time   // when leases last dropped to 0
+	linger    *time.Timer // pending linger expiry, nil when none
+	dropped   bool        // removed from the registry; never used again
 }
 
 func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
@@ -108,8 +118,8 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(s.watchers, w)
-	if len(s.watchers) > 0 {
-		return
+	if len(s.watchers) > 0 || c.idle {
+		return // an idle class keeps its shards until its linger ends
 	}
 	if t := c.tables[s.TypeURL]; t != nil {
 		if t.remove(s) {

@@ -67,8 +67,15 @@ type Client struct {
 	wg sync.WaitGroup // one per class stream goroutine
 
 	mu      sync.Mutex
-	streams map[string]*classStream // by class name; guarded by mu
-	closed  bool                    // guarded by mu
+	streams map[*shard.Class]*attachment // guarded by mu
+	closed  bool                         // guarded by mu
+}
+
+// attachment is one attached class's stream and how to stop it.
+type attachment struct {
+	stream *classStream
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the stream's goroutine returned
 }
 
 // New creates the client. The connection is established lazily, so a control
@@ -117,7 +124,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{cfg: cfg, self: lookupSelf(), conn: conn, log: log, ctx: ctx, cancel: cancel, streams: map[string]*classStream{}}, nil
+	return &Client{cfg: cfg, self: lookupSelf(), conn: conn, log: log, ctx: ctx, cancel: cancel, streams: map[*shard.Class]*attachment{}}, nil
 }
 
 // Attach starts the class's upstream stream and returns the hook the class
@@ -145,13 +152,32 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 	if c.closed {
 		return func(string) {}
 	}
-	c.streams[class.Name] = s
+	ctx, cancel := context.WithCancel(c.ctx)
+	a := &attachment{stream: s, cancel: cancel, done: make(chan struct{})}
+	c.streams[class] = a
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		s.run(c.ctx)
+		defer close(a.done)
+		s.run(ctx)
 	}()
 	return func(string) { s.wake.Notify() }
+}
+
+// Detach closes the class's upstream stream and waits for its goroutine:
+// the class was dropped. A later class of the same name is attached anew,
+// with a fresh stream, so nothing the upstream remembers of this stream can
+// hide a change from it.
+func (c *Client) Detach(class *shard.Class) {
+	c.mu.Lock()
+	a := c.streams[class]
+	delete(c.streams, class)
+	c.mu.Unlock()
+	if a == nil {
+		return
+	}
+	a.cancel()
+	<-a.done
 }
 
 // Status returns each class stream's state, sorted by class.
@@ -160,8 +186,8 @@ func (c *Client) Status() []StreamStatus {
 	streams := slices.Collect(maps.Values(c.streams))
 	c.mu.Unlock()
 	out := make([]StreamStatus, 0, len(streams))
-	for _, s := range streams {
-		out = append(out, s.snapshot())
+	for _, a := range streams {
+		out = append(out, a.stream.snapshot())
 	}
 	slices.SortFunc(out, func(a, b StreamStatus) int {
 		if a.Class < b.Class {

@@ -54,13 +54,21 @@ func (ds *deltaSession) syncInterest() error {
 		if ts == nil {
 			if want.Empty() {
 				// This stream asks nothing of the type: the class may drop
-				// what an earlier stream was asked for (and free the type).
+				// what an earlier stream was asked for (and free the type),
+				// and its versions are not claimed on a later subscription.
+				ds.forgetUnsubscribed(typeURL, want)
 				ds.class.Requested(typeURL, want, true)
 				continue
 			}
 			ts = &deltaTypeState{}
 			ds.types[typeURL] = ts
 			req.InitialResourceVersions = ds.heldVersions(typeURL, want)
+		}
+		if ts.sub.Wildcard {
+			// Kept for the stream's life, like SotW's legacy wildcard:
+			// go-control-plane would not resend what it believes the
+			// stream holds when "*" is subscribed again.
+			want.Wildcard = true
 		}
 		req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe = subscriptionDiff(ts.sub, want)
 		ds.forgetUnsubscribed(typeURL, want)

@@ -221,6 +221,17 @@ func (s *Source) interest(class *shard.Class, typeURL string) {
 	s.wake.Notify()
 }
 
+// Detach forgets a dropped class: later reloads do not update it.
+func (s *Source) Detach(class *shard.Class) {
+	s.mu.Lock()
+	s.classes = slices.DeleteFunc(s.classes, func(c *shard.Class) bool { return c == class })
+	s.mu.Unlock()
+	s.pendMu.Lock()
+	delete(s.pending, class)
+	delete(s.applied, class)
+	s.pendMu.Unlock()
+}
+
 // Close forgets the attached classes: later reloads update no class. It is
 // idempotent and does not stop Run (cancel its context for that).
 func (s *Source) Close() error {

@@ -164,6 +164,9 @@ type SourceConfig struct {
 // NodeClassConfig holds the rules mapping nodes to classes.
 type NodeClassConfig struct {
 	Rules []RuleConfig `yaml:"rules"`
+	// Linger is how long a class whose clients all left keeps its upstream
+	// stream and state before it is dropped.
+	Linger time.Duration `yaml:"linger"`
 }
 
 // RuleConfig is one node-class rule (see shard.Rule).
@@ -218,6 +221,9 @@ type LimitsConfig struct {
 	MaxClassNamesPerType    int `yaml:"max_class_names_per_type"`
 	MaxClassTypes           int `yaml:"max_class_types"`
 	MaxUpstreamRequestBytes int `yaml:"max_upstream_request_bytes"`
+	// MaxClasses bounds the node classes (each has an upstream stream); a
+	// client that would create one more is refused with RESOURCE_EXHAUSTED.
+	MaxClasses int `yaml:"max_classes"`
 }
 
 // DefaultConfig is the configuration with every default filled in.
@@ -230,13 +236,15 @@ func DefaultConfig() Config {
 			Versions: "content",
 			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		},
-		Source: SourceConfig{}, // no dir: the embedded sample
-		Log:    LogConfig{Level: "info", Format: "console", ClientLinesPerSecond: 20, MaxFieldBytes: 1024},
+		Source:      SourceConfig{}, // no dir: the embedded sample
+		NodeClasses: NodeClassConfig{Linger: 5 * time.Minute},
+		Log:         LogConfig{Level: "info", Format: "console", ClientLinesPerSecond: 20, MaxFieldBytes: 1024},
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
 			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
 			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxNodeBytes: 64 << 10,
 			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256,
-			MaxClassNamesPerType: 200000, MaxClassTypes: 64, MaxUpstreamRequestBytes: 3 << 20},
+			MaxClassNamesPerType: 200000, MaxClassTypes: 64, MaxUpstreamRequestBytes: 3 << 20,
+			MaxClasses: 10000},
 		Server: ServerConfig{MaxHeaderListBytes: 64 << 10, ConnectionTimeout: 10 * time.Second, KeepaliveTime: 2 * time.Minute,
 			KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 15 * time.Second, MaxConnectionIdle: 5 * time.Minute},
 		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
@@ -348,6 +356,9 @@ func (c *Config) Validate() error {
 			bad("node_classes", "%v", err)
 		}
 	}
+	if c.NodeClasses.Linger <= 0 {
+		bad("node_classes.linger", "must be positive, got %v", c.NodeClasses.Linger)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -372,6 +383,7 @@ func (c *Config) Validate() error {
 		{"limits.max_streams_per_connection", c.Limits.MaxStreamsPerConnection},
 		{"limits.max_message_bytes", c.Limits.MaxMessageBytes},
 		{"limits.request_burst", c.Limits.RequestBurst},
+		{"limits.max_classes", c.Limits.MaxClasses},
 		{"limits.max_type_url_bytes", c.Limits.MaxTypeURLBytes},
 		{"limits.max_resource_name_bytes", c.Limits.MaxResourceNameBytes},
 		{"limits.max_node_bytes", c.Limits.MaxNodeBytes},

@@ -51,6 +51,8 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"plaintext rest with client certificates", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nrest:\n  listen: 127.0.0.1:1\n  plaintext: true\n", "rest.plaintext", 7},
 		{"bad identity regex", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: \"(\"\n    node_id: y\n", "identity.rules[0].san", 7},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
+		{"zero linger", "node_classes:\n  linger: 0s\n", "node_classes.linger", 2},
+		{"zero max classes", "limits:\n  max_classes: 0\n", "limits.max_classes", 2},
 		// Flow style: several keys share a line; the error names the one at fault.
 		{"flow: unknown key last", "upstream: {address: x, protocl: sotw}\n", "upstream.protocl", 1},
 		{"flow: unknown key first", "upstream: {protocl: sotw, address: x}\n", "upstream.protocl", 1},

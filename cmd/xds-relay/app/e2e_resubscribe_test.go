@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
 // A class's every client leaves; the configuration changes meanwhile; a
@@ -15,6 +17,8 @@ import (
 // a re-request that go-control-plane, at an unchanged version, never gives:
 // the next client was served nothing until the next change. Both downstream
 // wildcard forms (the relay asks upstream with the legacy form either way).
+// A client of the class subscribed to listeners stays, so the class does not
+// linger (a lingering class would keep the CDS shard).
 func TestE2EResubscribeAfterIdleGetsCurrentState(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -26,6 +30,9 @@ func TestE2EResubscribeAfterIdleGetsCurrentState(t *testing.T) {
 			m.Set(t, "class-a", "v0", clusters("c0"))
 			r := startRelay(t, m.Addr)
 
+			keeper := dialADS(t, ctx, r.Addr(), "keeper", "class-a")
+			keeper.Subscribe(resource.ListenerType)
+			awaitWatched(t, ctx, r, "class-a", resource.ListenerType)
 			first := dialADS(t, ctx, r.Addr(), "first", "class-a")
 			first.Subscribe(cdsType, tc.names...)
 			if got := clusterNames(t, first.Next(5*time.Second)); !slices.Equal(got, []string{"c0"}) {
@@ -38,7 +45,12 @@ func TestE2EResubscribeAfterIdleGetsCurrentState(t *testing.T) {
 					Shards  []any  `json:"shards"`
 				}
 				getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/shards", &shards)
-				return len(shards["class-a"]) == 1 && len(shards["class-a"][0].Shards) == 0
+				for _, ts := range shards["class-a"] {
+					if ts.TypeURL == cdsType {
+						return len(ts.Shards) == 0
+					}
+				}
+				return false
 			})
 			m.Set(t, "class-a", "v1", clusters("c0", "c1"))
 			// The relay keeps its legacy wildcard subscription upstream, so

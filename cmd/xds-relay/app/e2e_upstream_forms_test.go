@@ -232,6 +232,11 @@ func TestE2EWildcardAfterNamesGetsFullStateWithoutStorm(t *testing.T) {
 			named.Subscribe(resource.ListenerType, namedLDS...)
 			awaitHolds(t, named, "the named client", map[string][]string{cdsType: namedCDS, resource.ListenerType: namedLDS}, nil)
 			if !tc.namedStay {
+				// Another client keeps the class in use, so it does not
+				// linger with the named client's shards.
+				keeper := dialADS(t, ctx, r.Addr(), "keeper", "class-a")
+				keeper.Subscribe(resource.RouteType, "r")
+				awaitWatched(t, ctx, r, "class-a", resource.RouteType)
 				named.Close()
 				eventually(t, ctx, "the names to be dropped upstream", func() bool {
 					return slices.Contains(m.Forms(cdsType), "[]") && slices.Contains(m.Forms(resource.ListenerType), "[]")

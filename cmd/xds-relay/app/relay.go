@@ -30,6 +30,7 @@ import (
 // filesystem source.
 type source interface {
 	Attach(*shard.Class) func(typeURL string)
+	Detach(*shard.Class)
 	Close() error
 }
 
@@ -176,11 +177,20 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	// One gate for every log line a client triggers, here and downstream.
 	clientLog := clientlog.NewGate(cfg.Log.ClientLinesPerSecond, cfg.Log.MaxFieldBytes)
 	r.tel.classes.max = cfg.Limits.MaxMetricClasses
-	r.registry = shard.NewRegistry(classifier, func(c *shard.Class) func(string) {
+	r.registry = shard.NewRegistryWith(classifier, func(c *shard.Class) func(string) {
 		if ok, dropped := clientLog.Allow(); ok {
 			log.Info("new node class", clientLog.String("class", c.Name), clientLog.String("first_node", c.Node.GetId()), dropped)
 		}
 		return src.Attach(c)
+	}, shard.Lifecycle{
+		Linger:     cfg.NodeClasses.Linger,
+		MaxClasses: cfg.Limits.MaxClasses,
+		Drop: func(c *shard.Class) {
+			src.Detach(c) // the upstream stream is closed when it returns
+			if ok, dropped := clientLog.Allow(); ok {
+				log.Info("node class dropped", clientLog.String("class", c.Name), zap.Duration("linger", cfg.NodeClasses.Linger), dropped)
+			}
+		},
 	})
 	r.registry.ObserveFanout(r.tel.Fanout)
 	r.registry.SetClassLimits(classLimits(cfg))
@@ -403,6 +413,7 @@ func (r *Relay) Close() {
 		r.ready.Store(false)
 		r.cancel() // a Shutdown in progress ends its drain
 		r.grpcSrv.Stop()
+		r.registry.Close() // no class is dropped any more: the sources close next
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = r.adminSrv.Shutdown(ctx)
