@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 )
 
 // reconnectingClient re-opens its ADS stream whenever it fails, as Envoy
@@ -77,10 +79,7 @@ func TestE2ERelayTierKillOne(t *testing.T) {
 	ctx := testContext(t)
 	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "class-a", "v1", clusters("a"))
-	relays := []interface {
-		Addr() string
-		Close()
-	}{startRelay(t, m.Addr), startRelay(t, m.Addr), startRelay(t, m.Addr)}
+	relays := []*app.Relay{startRelay(t, m.Addr), startRelay(t, m.Addr), startRelay(t, m.Addr)}
 
 	var clients []*reconnectingClient
 	var wg sync.WaitGroup
@@ -123,7 +122,13 @@ func TestE2ERelayTierKillOne(t *testing.T) {
 	}
 	eventually(t, ctx, "every client to hold v1", all([]string{"a"}))
 
-	relays[0].Close()
+	// Kill the relay serving the most clients: round_robin spreads the
+	// streams, but which relay got how many is chance.
+	victim := slices.MaxFunc(relays, func(a, b *app.Relay) int { return a.Server().StreamCount() - b.Server().StreamCount() })
+	if victim.Server().StreamCount() == 0 {
+		t.Fatal("no relay serves a client")
+	}
+	victim.Close()
 	m.Set(t, "class-a", "v2", clusters("a", "b"))
 	eventually(t, ctx, "every client to hold v2 after one relay died", all([]string{"a", "b"}))
 	reopened := 0
