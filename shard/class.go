@@ -407,7 +407,7 @@ func (c *Class) Status() []TypeStatus {
 	out := make([]TypeStatus, 0, len(c.tables))
 	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
 		t := c.tables[typeURL]
-		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest()}
+		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
 		for _, list := range t.shards {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}

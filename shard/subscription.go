@@ -2,6 +2,7 @@ package shard
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -88,4 +89,17 @@ func KeyOf(class, typeURL string, sub Subscription) Key {
 		write(n)
 	}
 	return Key(d.Sum64())
+}
+
+// MarshalJSON writes {"wildcard": bool, "names": [...]}, names [] when
+// there is none, for the admin endpoints.
+func (s Subscription) MarshalJSON() ([]byte, error) {
+	names := s.Names
+	if names == nil {
+		names = []string{}
+	}
+	return json.Marshal(struct {
+		Wildcard bool     `json:"wildcard"`
+		Names    []string `json:"names"`
+	}{s.Wildcard, names})
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -60,6 +61,15 @@ func TestE2EAdminConventions(t *testing.T) {
 
 	if body, _ := get(t, ctx, base+"/debug/classes"); strings.TrimSpace(string(body)) != "[]" {
 		t.Errorf("/debug/classes with no class = %q, want []", body)
+	}
+	// A client makes a class: its state has no null lists either.
+	c := dialADS(t, ctx, r.Addr(), "conventions-1", "class-a")
+	c.Subscribe("type.googleapis.com/envoy.config.cluster.v3.Cluster")
+	c.Next(10 * time.Second)
+	for _, path := range []string{"/debug/shards", "/debug/classes", "/debug/streams", "/debug/upstream"} {
+		if body, _ := get(t, ctx, base+path); strings.Contains(string(body), "null") {
+			t.Errorf("%s has a null: %s", path, body)
+		}
 	}
 	metrics, _ := get(t, ctx, base+"/metrics")
 	for _, series := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "process_resident_memory_bytes", "process_open_fds"} {
