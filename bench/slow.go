@@ -23,6 +23,11 @@ type SlowConfig struct {
 	Churn      Churn
 	Rate       float64       // changes a second (each to every class), at most as fast as the clients converge
 	Duration   time.Duration // of the changes
+	// UntilStalledGone goes on changing past Duration, for at most Timeout
+	// more, until the relay has disconnected every stalled client: a run
+	// whose outcome does not depend on how many changes a busy machine
+	// fits into Duration.
+	UntilStalledGone bool
 	Idle       time.Duration // measured before and after the changes
 	Timeout    time.Duration // bound of each wait
 	Log        func(format string, args ...any)
@@ -130,7 +135,23 @@ func RunSlow(ctx context.Context, cfg SlowConfig) (*SlowResult, error) {
 	go func() { sampled <- sampleRSS(sampleCtx, relay, start, 250*time.Millisecond) }()
 	cfg.Log("changes at %v/s for %v", cfg.Rate, cfg.Duration)
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
-	for next := start; time.Since(start) < cfg.Duration && ctx.Err() == nil; next = next.Add(interval) {
+	more := func() bool {
+		switch {
+		case ctx.Err() != nil:
+			return false
+		case time.Since(start) < cfg.Duration:
+			return true
+		case !cfg.UntilStalledGone || time.Since(start) >= cfg.Duration+cfg.Timeout:
+			return false
+		}
+		for _, s := range stalled {
+			if !s.disconnected() {
+				return true
+			}
+		}
+		return false
+	}
+	for next := start; more(); next = next.Add(interval) {
 		sleep(ctx, time.Until(next))
 		t0 := time.Now()
 		if err := up.Change(cfg.Churn); err != nil {

@@ -16,7 +16,7 @@ func TestSlowClientsSmoke(t *testing.T) {
 		Clients: 10, Stalled: 4, Classes: 2, DeltaShare: 0.5,
 		Topology: Topology{Listeners: 4, Routes: 4, VirtualHosts: 2, Clusters: 20, Endpoints: 20},
 		Churn:    Churn{Pattern: "fraction", Fraction: 0.3},
-		Rate:     10, Duration: 6 * time.Second, Idle: 500 * time.Millisecond, Timeout: 30 * time.Second,
+		Rate:     10, Duration: 6 * time.Second, UntilStalledGone: true, Idle: 500 * time.Millisecond, Timeout: 30 * time.Second,
 		Log: t.Logf, RelayStderr: &relayLog,
 	})
 	if err != nil {

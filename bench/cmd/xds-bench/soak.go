@@ -143,6 +143,7 @@ func slowMain(args []string) int {
 	churn := churnFlags(fs, 0)
 	rate := fs.Float64("rate", 5, "changes a second (each waits until the keeping-up clients hold it)")
 	duration := fs.Duration("duration", 60*time.Second, "how long changes flow")
+	untilGone := fs.Bool("until-stalled-gone", false, "go on changing past --duration (for at most --timeout) until every stalled client is disconnected")
 	idle := fs.Duration("idle", 5*time.Second, "measured before and after the changes")
 	maxCollapses := fs.Int("max-collapses", 10, "the relay's limits.max_collapses")
 	baseline := fs.Bool("baseline", true, "first run the same without slow clients, for comparison")
@@ -177,7 +178,7 @@ func slowMain(args []string) int {
 	for _, k := range runs {
 		res, err := bench.RunSlow(context.Background(), bench.SlowConfig{
 			RelayBin: bin, ConfigFile: config, Clients: *clients, Stalled: k, Classes: *classes, DeltaShare: *deltaShare,
-			Topology: topo(), Churn: churn(), Rate: *rate, Duration: *duration, Idle: *idle, Timeout: *timeout, Log: logf,
+			Topology: topo(), Churn: churn(), Rate: *rate, Duration: *duration, UntilStalledGone: *untilGone, Idle: *idle, Timeout: *timeout, Log: logf,
 		})
 		if err != nil {
 			logf("%v", err)
