@@ -28,9 +28,9 @@ type SlowConfig struct {
 	// whose outcome does not depend on how many changes a busy machine
 	// fits into Duration.
 	UntilStalledGone bool
-	Idle       time.Duration // measured before and after the changes
-	Timeout    time.Duration // bound of each wait
-	Log        func(format string, args ...any)
+	Idle             time.Duration // measured before and after the changes
+	Timeout          time.Duration // bound of each wait
+	Log              func(format string, args ...any)
 	// RelayStderr receives the relay's log (nil: this process's stderr).
 	RelayStderr io.Writer
 }
