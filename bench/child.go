@@ -117,6 +117,11 @@ func (s *serveProc) set(ctx context.Context, version string, changed int) error 
 	return err
 }
 
+func (s *serveProc) setAssignment(ctx context.Context, k, seq int) error {
+	_, err := s.command(ctx, fmt.Sprintf("eds %d %d", k, seq))
+	return err
+}
+
 func (s *serveProc) counts(ctx context.Context) (streams, requests int, err error) {
 	f, err := s.command(ctx, "counts")
 	if err != nil {

@@ -52,13 +52,13 @@ func TestBroadcasterSupersedes(t *testing.T) {
 	v2, _ := encodeState(5, 0, v1)
 	v3, _ := encodeState(5, 1, v2)
 	b := newBroadcaster()
-	b.publish(v1)
-	sotw, delta := b.subscribe(false), b.subscribe(true)
+	b.publish(-1, v1)
+	sotw, delta := b.subscribe(false, 0), b.subscribe(true, 0)
 	if got := <-delta.next; string(got.Bytes()) != string(v1.deltaFull.Bytes()) {
 		t.Fatal("a new delta stream is not given the full state")
 	}
-	b.publish(v2)
-	b.publish(v3) // delta's v2 diff is unsent: superseded by v3's full state
+	b.publish(-1, v2)
+	b.publish(-1, v3) // delta's v2 diff is unsent: superseded by v3's full state
 	if got := <-delta.next; string(got.Bytes()) != string(v3.deltaFull.Bytes()) {
 		t.Error("an unsent delta diff was replaced by a diff, losing a change")
 	}
