@@ -28,7 +28,10 @@ type ChurnResult struct {
 	Receipts   int `json:"receipts"`
 	Superseded int `json:"superseded"`
 	// Delivered counts the updates every client of the class received.
-	Delivered    int           `json:"delivered"`
+	Delivered int `json:"delivered"`
+	// SentTimed counts the updates whose sent instant is the upstream's
+	// (the relay's control plane timed its Send); the others' is "set".
+	SentTimed    int           `json:"sent_timed"`
 	P50          time.Duration `json:"p50_ns"`
 	P90          time.Duration `json:"p90_ns"`
 	P99          time.Duration `json:"p99_ns"`
@@ -248,7 +251,9 @@ func (c *churnRun) run(ctx context.Context) (*ChurnResult, error) {
 		u := c.updates[seq]
 		res.Expected += perClass[u.class]
 		at, ok := c.srv.sentAt(u.class, EndpointType, AssignmentVersion(seq))
-		if !ok {
+		if ok {
+			res.SentTimed++
+		} else {
 			at = u.given
 		}
 		sent[seq] = at

@@ -34,7 +34,10 @@ type Receipt struct {
 	// Hash is the ContentHash of an EDS response's first resource (the
 	// churn runs identify each update by it); 0 for other types.
 	Hash uint64
-	At   time.Time
+	// Hashes holds every resource's ContentHash, in order, when the
+	// client was asked for them (ClientOptions.HashResources).
+	Hashes []uint64
+	At     time.Time
 }
 
 // ClientOptions say how the gRPC clients talk: protocol, service and
@@ -50,6 +53,8 @@ type ClientOptions struct {
 	// to; its responses are reported on EDSOut (not out).
 	EDS    string
 	EDSOut chan<- Receipt
+	// HashResources fills Receipt.Hashes (SotW; tests).
+	HashResources bool
 }
 
 // EnvoyWindow is Envoy's default HTTP/2 stream and connection window
@@ -118,6 +123,12 @@ func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, 
 		at := time.Now()
 		r, nonce, err := parseReceipt(m.Bytes, opts.Delta)
 		r.Client, r.At = id, at
+		if opts.HashResources && err == nil && !opts.Delta {
+			resp, _ := wire.ParseResponse(m.Bytes)
+			for _, res := range resp.Resources {
+				r.Hashes = append(r.Hashes, ContentHash(res))
+			}
+		}
 		return r, nonce, err
 	}
 	// deliver reports r where its type goes.
