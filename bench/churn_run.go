@@ -113,11 +113,12 @@ func (c *churnRun) update(ctx context.Context, k int) error {
 	c.byHash[h] = seq
 	c.updates = append(c.updates, churnUpdate{class: k, set: time.Now()})
 	c.mu.Unlock()
-	if err := c.srv.setAssignment(ctx, k, seq); err != nil {
+	given, err := c.srv.setAssignment(ctx, k, seq)
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.updates[seq].given = time.Now()
+	c.updates[seq].given = given
 	c.mu.Unlock()
 	return nil
 }

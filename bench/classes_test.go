@@ -43,7 +43,7 @@ func TestOverlapShareAsReceived(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.stop()
-			if err := srv.set(ctx, "v1", -1); err != nil {
+			if _, err := srv.set(ctx, "v1", -1); err != nil {
 				t.Fatal(err)
 			}
 			out := make(chan Receipt, classes)

@@ -130,12 +130,16 @@ type FanoutResult struct {
 type target interface {
 	listenAddr() string
 	usage() (ProcUsage, error)
-	set(ctx context.Context, version string, changed int) error
-	// setAssignment installs churn update seq of class k's load assignment.
-	setAssignment(ctx context.Context, k, seq int) error
+	// set installs version of every class's state and returns when the
+	// server had handed it to its streams (its own clock, not when the
+	// reply was read).
+	set(ctx context.Context, version string, changed int) (time.Time, error)
+	// setAssignment installs churn update seq of class k's load
+	// assignment; the time as set's.
+	setAssignment(ctx context.Context, k, seq int) (time.Time, error)
 	// sentAt is when the upstream finished sending version of typeURL to
 	// class k's stream; false when the target has no upstream (it sends
-	// what "set" gave it: the caller takes set's return).
+	// what "set" gave it: the caller takes set's time).
 	sentAt(k int, typeURL, version string) (time.Time, bool)
 	counts(ctx context.Context) (streams, requests int, err error)
 	stop()
@@ -236,7 +240,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		return nil, err
 	}
 	defer srv.stop()
-	if err := srv.set(ctx, "v1", -1); err != nil {
+	if _, err := srv.set(ctx, "v1", -1); err != nil {
 		return nil, err
 	}
 	var churn *churnRun
@@ -279,10 +283,10 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 
 	cfg.Log("updating %d classes", cfg.Classes)
 	start := time.Now()
-	if err := srv.set(ctx, "v2", 0); err != nil {
+	published, err := srv.set(ctx, "v2", 0)
+	if err != nil {
 		return nil, err
 	}
-	published := time.Now()
 	// One cluster changed: SotW clients get the full state again, delta
 	// clients exactly the changed cluster.
 	want := cfg.Clusters

@@ -48,12 +48,14 @@ func (t *relayTarget) startRelay(ctx context.Context, cfg FanoutConfig) error {
 func (t *relayTarget) listenAddr() string        { return t.addr }
 func (t *relayTarget) usage() (ProcUsage, error) { return t.relay.Usage() }
 
-func (t *relayTarget) set(_ context.Context, version string, changed int) error {
-	return t.cp.SetClasses(t.w, version, changed)
+func (t *relayTarget) set(_ context.Context, version string, changed int) (time.Time, error) {
+	err := t.cp.SetClasses(t.w, version, changed)
+	return time.Now(), err
 }
 
-func (t *relayTarget) setAssignment(_ context.Context, k, seq int) error {
-	return t.cp.SetAssignment(className(k), seq)
+func (t *relayTarget) setAssignment(_ context.Context, k, seq int) (time.Time, error) {
+	err := t.cp.SetAssignment(className(k), seq)
+	return time.Now(), err
 }
 
 func (t *relayTarget) sentAt(k int, typeURL, version string) (time.Time, bool) {

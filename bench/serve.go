@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -21,13 +22,16 @@ const (
 // The child protocol, on the child's stdin and stdout, one line each way:
 //
 //	child:  listening ADDR            (once, when clients may connect)
-//	parent: set VERSION CHANGED       child: ok | error MESSAGE
+//	parent: set VERSION CHANGED       child: ok UNIXNANO | error MESSAGE
 //	parent: counts                    child: counts STREAMS REQUESTS | error MESSAGE
-//	parent: eds CLASS SEQ             child: ok | error MESSAGE
+//	parent: eds CLASS SEQ             child: ok UNIXNANO | error MESSAGE
 //
 // "set" installs every class's state of the given version (CHANGED as in
 // ControlPlane.SetClusters) and returns once the server has it. The child
-// exits when its stdin closes, so it never outlives the parent. "eds"
+// exits when its stdin closes, so it never outlives the parent. UNIXNANO is
+// the child's clock when it had handed the new state to its streams: the
+// parent reads the reply only when the child gets the CPU to write it,
+// which with thousands of streams to write is long after. "eds"
 // installs churn update SEQ of class number CLASS's load assignment
 // (Assignment).
 
@@ -104,7 +108,7 @@ func execute(t servedTarget, line string) string {
 		if err := t.set(f[1], changed); err != nil {
 			return "error " + err.Error()
 		}
-		return "ok"
+		return fmt.Sprintf("ok %d", time.Now().UnixNano())
 	case len(f) == 3 && f[0] == "eds":
 		class, err := strconv.Atoi(f[1])
 		if err != nil {
@@ -117,7 +121,7 @@ func execute(t servedTarget, line string) string {
 		if err := t.setAssignment(class, seq); err != nil {
 			return "error " + err.Error()
 		}
-		return "ok"
+		return fmt.Sprintf("ok %d", time.Now().UnixNano())
 	case len(f) == 1 && f[0] == "counts":
 		s, r := t.counts()
 		return fmt.Sprintf("counts %d %d", s, r)
