@@ -131,6 +131,11 @@ func (s *serveProc) published(f []string, err error) (time.Time, error) {
 	return time.Unix(0, ns), nil
 }
 
+func (s *serveProc) prepare(ctx context.Context, version string, changed int) error {
+	_, err := s.command(ctx, fmt.Sprintf("prepare %s %d", version, changed))
+	return err
+}
+
 func (s *serveProc) setAssignment(ctx context.Context, k, seq int) (time.Time, error) {
 	return s.published(s.command(ctx, fmt.Sprintf("eds %d %d", k, seq)))
 }

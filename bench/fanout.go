@@ -134,6 +134,9 @@ type target interface {
 	// server had handed it to its streams (its own clock, not when the
 	// reply was read).
 	set(ctx context.Context, version string, changed int) (time.Time, error)
+	// prepare does, before the measurement, the work of a later set of
+	// the same arguments that is not serving (encoding the limit's state).
+	prepare(ctx context.Context, version string, changed int) error
 	// setAssignment installs churn update seq of class k's load
 	// assignment; the time as set's.
 	setAssignment(ctx context.Context, k, seq int) (time.Time, error)
@@ -275,6 +278,9 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		if err := churn.awaitInitial(cfg.Timeout); err != nil {
 			return nil, fmt.Errorf("initial load assignments: %w", err)
 		}
+	}
+	if err := srv.prepare(ctx, "v2", 0); err != nil {
+		return nil, err
 	}
 	idle, err := srv.usage()
 	if err != nil {

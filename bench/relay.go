@@ -53,6 +53,9 @@ func (t *relayTarget) set(_ context.Context, version string, changed int) (time.
 	return time.Now(), err
 }
 
+// prepare does nothing: the control plane is not measured.
+func (t *relayTarget) prepare(context.Context, string, int) error { return nil }
+
 func (t *relayTarget) setAssignment(_ context.Context, k, seq int) (time.Time, error) {
 	err := t.cp.SetAssignment(className(k), seq)
 	return time.Now(), err

@@ -25,6 +25,7 @@ const (
 //	parent: set VERSION CHANGED       child: ok UNIXNANO | error MESSAGE
 //	parent: counts                    child: counts STREAMS REQUESTS | error MESSAGE
 //	parent: eds CLASS SEQ             child: ok UNIXNANO | error MESSAGE
+//	parent: prepare VERSION CHANGED   child: ok | error MESSAGE
 //
 // "set" installs every class's state of the given version (CHANGED as in
 // ControlPlane.SetClusters) and returns once the server has it. The child
@@ -33,12 +34,15 @@ const (
 // parent reads the reply only when the child gets the CPU to write it,
 // which with thousands of streams to write is long after. "eds"
 // installs churn update SEQ of class number CLASS's load assignment
-// (Assignment).
+// (Assignment). "prepare" lets a server do the work of a later "set" of the
+// same arguments that is not serving (the limit and tcp servers encode the
+// state), so that what the bench measures from "set" on is the serving.
 
 // servedTarget is a server a child process runs for the parent.
 type servedTarget interface {
 	Addr() string
 	set(version string, changed int) error
+	prepare(version string, changed int) error
 	setAssignment(class, seq int) error
 	counts() (streams, requests int)
 	stop()
@@ -109,6 +113,15 @@ func execute(t servedTarget, line string) string {
 			return "error " + err.Error()
 		}
 		return fmt.Sprintf("ok %d", time.Now().UnixNano())
+	case len(f) == 3 && f[0] == "prepare":
+		changed, err := strconv.Atoi(f[2])
+		if err != nil {
+			return "error " + err.Error()
+		}
+		if err := t.prepare(f[1], changed); err != nil {
+			return "error " + err.Error()
+		}
+		return "ok"
 	case len(f) == 3 && f[0] == "eds":
 		class, err := strconv.Atoi(f[1])
 		if err != nil {
@@ -141,6 +154,10 @@ func (s *servedControlPlane) set(version string, changed int) error {
 	return s.cp.SetClasses(s.w, version, changed)
 }
 
+// prepare does nothing: go-control-plane builds its responses when it has
+// the snapshot.
+func (s *servedControlPlane) prepare(string, int) error { return nil }
+
 func (s *servedControlPlane) setAssignment(class, seq int) error {
 	return s.cp.SetAssignment(className(class), seq)
 }
@@ -163,12 +180,39 @@ type servedBytes struct {
 	bytesServer
 	w    Workload
 	last map[int]*payloads // per class; -1: every class's
+	// prepared is the encoded state of a "prepare" not yet set.
+	prepared    map[int]*payloads
+	preparedFor string // its version and changed
 }
 
-func (s *servedBytes) set(_ string, changed int) error {
-	if s.last == nil {
-		s.last = make(map[int]*payloads)
+func (s *servedBytes) set(version string, changed int) error {
+	next := s.prepared
+	if s.preparedFor != fmt.Sprint(version, changed) {
+		var err error
+		if next, err = s.encode(changed); err != nil {
+			return err
+		}
 	}
+	s.prepared, s.preparedFor = nil, ""
+	for k, p := range next {
+		s.publish(k, p)
+	}
+	s.last = next
+	return nil
+}
+
+func (s *servedBytes) prepare(version string, changed int) error {
+	p, err := s.encode(changed)
+	if err != nil {
+		return err
+	}
+	s.prepared, s.preparedFor = p, fmt.Sprint(version, changed)
+	return nil
+}
+
+// encode encodes every class's state (once for all when they are the same),
+// its delta diff against the current one.
+func (s *servedBytes) encode(changed int) (map[int]*payloads, error) {
 	classes := []int{-1}
 	if !s.w.uniform() {
 		classes = make([]int, s.w.Classes)
@@ -176,15 +220,15 @@ func (s *servedBytes) set(_ string, changed int) error {
 			classes[k] = k
 		}
 	}
+	out := make(map[int]*payloads, len(classes))
 	for _, k := range classes {
 		p, err := encodeClassState(s.w, max(k, 0), changed, s.last[k])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		s.last[k] = p
-		s.publish(k, p)
+		out[k] = p
 	}
-	return nil
+	return out, nil
 }
 
 func (s *servedBytes) setAssignment(class, seq int) error {

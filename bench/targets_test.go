@@ -95,6 +95,8 @@ func TestServeProtocol(t *testing.T) {
 		{"set v1 -1", "ok *"},
 		{"counts", "counts 0 0"},
 		{"eds 0 7", "ok *"},
+		{"prepare v2 1", "ok"},
+		{"set v2 1", "ok *"},
 		{"eds 0 x", `error strconv.Atoi: parsing "x": invalid syntax`},
 		{"set v2 x", `error strconv.Atoi: parsing "x": invalid syntax`},
 		{"reload", `error unknown command "reload"`},
