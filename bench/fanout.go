@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -366,25 +367,41 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}, nil
 }
 
-// writeHeapProfile saves the relay target's heap profile to file.
+// writeHeapProfile saves the relay target's heap profile to file, and the
+// runtime's memory statistics (the "# runtime.MemStats" lines of the text
+// profile: heap in use, idle, released, stacks, next GC) to file.memstats.
 func writeHeapProfile(srv target, file string) error {
 	rt, ok := srv.(*relayTarget)
 	if !ok {
 		return nil // only the relay has an admin port
 	}
-	resp, err := http.Get("http://" + rt.relay.Admin + "/debug/pprof/heap?gc=1")
+	get := func(query string) ([]byte, error) {
+		resp, err := http.Get("http://" + rt.relay.Admin + "/debug/pprof/heap?" + query)
+		if err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("heap profile: %s", resp.Status)
+		}
+		return io.ReadAll(resp.Body)
+	}
+	b, err := get("gc=1")
 	if err != nil {
-		return fmt.Errorf("heap profile: %w", err)
+		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("heap profile: %s", resp.Status)
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return err
 	}
-	b, err := io.ReadAll(resp.Body)
+	text, err := get("debug=1")
 	if err != nil {
-		return fmt.Errorf("heap profile: %w", err)
+		return err
 	}
-	return os.WriteFile(file, b, 0o644)
+	_, stats, ok := bytes.Cut(text, []byte("# runtime.MemStats"))
+	if !ok {
+		return errors.New("heap profile: no runtime.MemStats in the text profile")
+	}
+	return os.WriteFile(file+".memstats", append([]byte("# runtime.MemStats"), stats...), 0o644)
 }
 
 // classPrefix begins every class's name (className).
