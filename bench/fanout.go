@@ -81,16 +81,19 @@ type Progress interface {
 // server was given the new state to each client's receipt. Server figures
 // are the measured child process's: the relay, or the target's own server.
 type FanoutResult struct {
-	Target         string  `json:"target"`
-	Cache          string  `json:"cache"`   // relay and direct; empty for limit and tcp
-	Clients        int     `json:"clients"` // streams
-	StreamsPerConn int     `json:"streams_per_conn"`
-	ClientWindow   int32   `json:"client_window,omitempty"` // 0: grpc-go's default
-	Service        string  `json:"service"`                 // ads or cds; empty for tcp
-	Classes        int     `json:"classes"`
-	Clusters       int     `json:"clusters"`
-	Delta          bool    `json:"delta"`
-	Overlap        float64 `json:"overlap"` // fraction of each class's clusters identical across classes
+	Target         string `json:"target"`
+	Cache          string `json:"cache"`   // relay and direct; empty for limit and tcp
+	Clients        int    `json:"clients"` // streams
+	StreamsPerConn int    `json:"streams_per_conn"`
+	ClientWindow   int32  `json:"client_window,omitempty"` // 0: grpc-go's default
+	Service        string `json:"service"`                 // ads or cds; empty for tcp
+	Classes        int    `json:"classes"`
+	Clusters       int    `json:"clusters"`
+	Delta          bool   `json:"delta"`
+	// Unique is the fraction of each class's clusters unique to the class
+	// (1 − --overlap); results that predate it, whose classes were all
+	// identical, read 0.
+	Unique float64 `json:"unique"`
 	// StateBytes is every class's resources' encoded bytes summed over the
 	// classes; StateUniqueBytes counts each distinct resource once.
 	StateBytes       int64         `json:"state_bytes"`
@@ -353,7 +356,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	return &FanoutResult{
 		Target: cfg.Target, Cache: cache,
 		Clients: cfg.Clients, StreamsPerConn: cfg.StreamsPerConn, ClientWindow: cfg.ClientWindow, Service: service,
-		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta, Overlap: w.Overlap,
+		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta, Unique: cfg.Unique,
 		StateBytes: stateAll, StateUniqueBytes: stateUnique,
 		ResponseBytes: got[0].Bytes, BytesTotal: total,
 		First: lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],

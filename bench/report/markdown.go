@@ -114,7 +114,7 @@ func (d *dataset) scenarios() []scenario {
 	seen := map[scenario]bool{}
 	for _, k := range d.series {
 		for _, n := range d.ns {
-			s := scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn, Clients: n}
+			s := scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn, Clients: n, Unique: k.Unique}
 			if !seen[s] {
 				seen[s] = true
 				out = append(out, s)

@@ -396,3 +396,18 @@ func TestClassesFigures(t *testing.T) {
 		t.Errorf("classes.svg written for one class count: %v", err)
 	}
 }
+
+// Runs of another overlap are another series, named by their overlap.
+func TestOverlapIsASeries(t *testing.T) {
+	ms := time.Millisecond
+	a := run("relay", "snapshot", false, 1000, 10*ms, 300*ms, 200*ms, 100*mib)
+	b := a
+	b.Unique, b.Last = 0.1, 900*ms
+	d := newDataset([]Run{a, b})
+	if len(d.series) != 2 {
+		t.Fatalf("%d series, want 2", len(d.series))
+	}
+	if got := d.label(keyOf(b)); got != "relay sotw, overlap 0.9" {
+		t.Errorf("label %q, want the overlap named", got)
+	}
+}
