@@ -3,8 +3,10 @@
 // go-control-plane upstream, go-control-plane itself, a bare gRPC server or
 // plain TCP writing the same bytes), each target's server a child process
 // measured from /proc; pushes one CDS update and reports upstream-send →
-// client-receive times and the server's CPU and memory. It sweeps every
-// combination of --clients and --target and prints them side by side. See
+// client-receive times (raw, and after the upstream had sent each class's
+// update) and the server's CPU and memory; with --churn, then sustained EDS
+// updates and their latency percentiles. It sweeps every combination of
+// --classes, --clients and --target and prints them side by side. See
 // docs/benchmarks.md.
 package main
 
@@ -41,8 +43,11 @@ to choose the control plane's cache, default --cache):
   tcp     plain TCP clients → a server (child) writing the same bytes as
           length-prefixed frames: the kernel/loopback floor
 
-Every combination of --clients and --target runs in sequence, each with fresh
-processes; the table at the end gives ratios to limit at the same N.
+Every combination of --classes, --clients and --target runs in sequence, each
+with fresh processes; the table at the end gives ratios to limit at the same N
+and class count. "upstream sent" is when the last class's update had been sent
+(the relay's control plane, timed; other targets: their own publication), and
+"last after sent" the time to the last client from its own class's instant.
 
 flags:
 `
