@@ -10,37 +10,57 @@ import (
 // the limit and tcp targets: a stream joining is given the full state, and a
 // new state is offered to every stream, superseding a body it has not sent
 // yet (as the relay's SotW queues do). It never blocks on a slow stream.
+//
+// Each class has its own state (classes with identical content share one);
+// a stream is of the class its first request names. A class may also have a
+// load assignment (the churn runs'), offered to SotW streams in a slot of
+// its own.
 type broadcaster struct {
 	mu    sync.Mutex
-	state *payloads                // guarded by mu
+	state map[int]*payloads        // guarded by mu: per class; key -1 is every class's
+	eds   map[int]wire.Body        // guarded by mu: per class, the load assignment's SotW body
 	subs  map[*subscriber]struct{} // guarded by mu
 	total int                      // streams ever subscribed; guarded by mu
 }
 
-// subscriber is one stream's slot: at most one body waits to be sent.
+// subscriber is one stream's slots: at most one body of each type waits to
+// be sent.
 type subscriber struct {
 	delta bool
-	next  chan wire.Body // capacity 1: the latest body not yet sent
+	class int
+	next  chan wire.Body // capacity 1: the latest CDS body not yet sent
+	eds   chan wire.Body // capacity 1: the latest EDS body not yet sent
 }
 
 func newBroadcaster() *broadcaster {
-	return &broadcaster{subs: make(map[*subscriber]struct{})}
+	return &broadcaster{subs: make(map[*subscriber]struct{}), state: make(map[int]*payloads), eds: make(map[int]wire.Body)}
 }
 
-// subscribe registers a stream; the current state, if any, is already
-// waiting in its slot.
-func (b *broadcaster) subscribe(delta bool) *subscriber {
-	s := &subscriber{delta: delta, next: make(chan wire.Body, 1)}
+// stateOf is class's current state. Called with mu held.
+func (b *broadcaster) stateOf(class int) *payloads {
+	if p := b.state[class]; p != nil {
+		return p
+	}
+	return b.state[-1]
+}
+
+// subscribe registers a stream of class; the current state, if any, is
+// already waiting in its slot.
+func (b *broadcaster) subscribe(delta bool, class int) *subscriber {
+	s := &subscriber{delta: delta, class: class, next: make(chan wire.Body, 1), eds: make(chan wire.Body, 1)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.subs[s] = struct{}{}
 	b.total++
-	if b.state != nil {
+	if st := b.stateOf(class); st != nil {
 		if delta {
-			s.offer(b.state.deltaFull)
+			s.offer(st.deltaFull)
 		} else {
-			s.offer(b.state.sotw)
+			s.offer(st.sotw)
 		}
+	}
+	if body, ok := b.eds[class]; ok && !delta {
+		offer(s.eds, body)
 	}
 	return s
 }
@@ -51,20 +71,40 @@ func (b *broadcaster) unsubscribe(s *subscriber) {
 	delete(b.subs, s)
 }
 
-// publish makes p the current state and offers it to every stream: SotW
-// streams get the full state, delta streams the diff (or, if an older
-// body is still unsent, every resource, so nothing is lost).
-func (b *broadcaster) publish(p *payloads) {
+// publish makes p the current state of class (-1: of every class) and
+// offers it to the class's streams: SotW streams get the full state, delta
+// streams the diff (or, if an older body is still unsent, every resource, so
+// nothing is lost).
+func (b *broadcaster) publish(class int, p *payloads) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.state = p
+	if class < 0 {
+		clear(b.state)
+	}
+	b.state[class] = p
 	for s := range b.subs {
+		if class >= 0 && s.class != class {
+			continue
+		}
 		switch {
 		case !s.delta:
 			s.offer(p.sotw)
 		case s.offer(p.deltaDiff):
 		default:
 			s.offer(p.deltaFull)
+		}
+	}
+}
+
+// publishEDS makes body class's load assignment and offers it to the
+// class's SotW streams.
+func (b *broadcaster) publishEDS(class int, body wire.Body) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.eds[class] = body
+	for s := range b.subs {
+		if s.class == class && !s.delta {
+			offer(s.eds, body)
 		}
 	}
 }
@@ -79,13 +119,15 @@ func (b *broadcaster) subscribed() int {
 // offer puts body in the slot, replacing an unsent one, and says whether the
 // slot was empty. Called with the broadcaster's mu held, so offers to one
 // slot never race (the stream only takes from it).
-func (s *subscriber) offer(body wire.Body) (wasEmpty bool) {
+func (s *subscriber) offer(body wire.Body) (wasEmpty bool) { return offer(s.next, body) }
+
+func offer(slot chan wire.Body, body wire.Body) (wasEmpty bool) {
 	wasEmpty = true
 	select {
-	case <-s.next:
+	case <-slot:
 		wasEmpty = false
 	default:
 	}
-	s.next <- body
+	slot <- body
 	return wasEmpty
 }

@@ -112,9 +112,32 @@ func (s *serveProc) command(ctx context.Context, line string) ([]string, error) 
 	return strings.Fields(reply)[1:], nil
 }
 
-func (s *serveProc) set(ctx context.Context, version string, changed int) error {
-	_, err := s.command(ctx, fmt.Sprintf("set %s %d", version, changed))
+func (s *serveProc) set(ctx context.Context, version string, changed int) (time.Time, error) {
+	return s.published(s.command(ctx, fmt.Sprintf("set %s %d", version, changed)))
+}
+
+// published reads an "ok UNIXNANO" reply's instant.
+func (s *serveProc) published(f []string, err error) (time.Time, error) {
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(f) != 1 {
+		return time.Time{}, fmt.Errorf("reply %q: want ok UNIXNANO", f)
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reply %q: %w", f, err)
+	}
+	return time.Unix(0, ns), nil
+}
+
+func (s *serveProc) prepare(ctx context.Context, version string, changed int) error {
+	_, err := s.command(ctx, fmt.Sprintf("prepare %s %d", version, changed))
 	return err
+}
+
+func (s *serveProc) setAssignment(ctx context.Context, k, seq int) (time.Time, error) {
+	return s.published(s.command(ctx, fmt.Sprintf("eds %d %d", k, seq)))
 }
 
 func (s *serveProc) counts(ctx context.Context) (streams, requests int, err error) {

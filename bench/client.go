@@ -27,10 +27,17 @@ const (
 // Receipt is one response a client received.
 type Receipt struct {
 	Client    int
+	TypeURL   string
 	Version   string
 	Resources int
 	Bytes     int
-	At        time.Time
+	// Hash is the ContentHash of an EDS response's first resource (the
+	// churn runs identify each update by it); 0 for other types.
+	Hash uint64
+	// Hashes holds every resource's ContentHash, in order, when the
+	// client was asked for them (ClientOptions.HashResources).
+	Hashes []uint64
+	At     time.Time
 }
 
 // ClientOptions say how the gRPC clients talk: protocol, service and
@@ -42,6 +49,12 @@ type ClientOptions struct {
 	// each stream and for the connection; 0 keeps grpc-go's (64 KiB,
 	// grown by BDP estimation). EnvoyWindow is what Envoy advertises.
 	Window int32
+	// EDS, if set, is a load assignment each SotW stream also subscribes
+	// to; its responses are reported on EDSOut (not out).
+	EDS    string
+	EDSOut chan<- Receipt
+	// HashResources fills Receipt.Hashes (SotW; tests).
+	HashResources bool
 }
 
 // EnvoyWindow is Envoy's default HTTP/2 stream and connection window
@@ -110,7 +123,21 @@ func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, 
 		at := time.Now()
 		r, nonce, err := parseReceipt(m.Bytes, opts.Delta)
 		r.Client, r.At = id, at
+		if opts.HashResources && err == nil && !opts.Delta {
+			resp, _ := wire.ParseResponse(m.Bytes)
+			for _, res := range resp.Resources {
+				r.Hashes = append(r.Hashes, ContentHash(res))
+			}
+		}
 		return r, nonce, err
+	}
+	// deliver reports r where its type goes.
+	deliver := func(r Receipt) {
+		if r.TypeURL == EndpointType && opts.EDSOut != nil {
+			report(ctx, opts.EDSOut, r)
+			return
+		}
+		report(ctx, out, r)
 	}
 	if opts.Delta {
 		open := ads.DeltaAggregatedResources
@@ -129,7 +156,7 @@ func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, 
 			if err != nil {
 				return err
 			}
-			report(ctx, out, r)
+			deliver(r)
 			return st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: nonce})
 		}, nil
 	}
@@ -144,13 +171,24 @@ func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, 
 	if err := st.Send(&discoverygrpc.DiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
 		return nil, err
 	}
+	var eds []string
+	if opts.EDS != "" {
+		eds = []string{opts.EDS}
+		if err := st.Send(&discoverygrpc.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: eds}); err != nil {
+			return nil, err
+		}
+	}
 	return func() error {
 		r, nonce, err := recv(st)
 		if err != nil {
 			return err
 		}
-		report(ctx, out, r)
-		return st.Send(&discoverygrpc.DiscoveryRequest{TypeUrl: ClusterType, VersionInfo: r.Version, ResponseNonce: nonce})
+		deliver(r)
+		ack := &discoverygrpc.DiscoveryRequest{TypeUrl: r.TypeURL, VersionInfo: r.Version, ResponseNonce: nonce}
+		if r.TypeURL == EndpointType {
+			ack.ResourceNames = eds
+		}
+		return st.Send(ack)
 	}, nil
 }
 
@@ -162,13 +200,17 @@ func parseReceipt(b []byte, delta bool) (Receipt, string, error) {
 		if err != nil {
 			return Receipt{}, "", err
 		}
-		return Receipt{Version: resp.SystemVersionInfo, Resources: len(resp.Resources), Bytes: len(b)}, resp.Nonce, nil
+		return Receipt{TypeURL: resp.TypeURL, Version: resp.SystemVersionInfo, Resources: len(resp.Resources), Bytes: len(b)}, resp.Nonce, nil
 	}
 	resp, err := wire.ParseResponse(b)
 	if err != nil {
 		return Receipt{}, "", err
 	}
-	return Receipt{Version: resp.VersionInfo, Resources: len(resp.Resources), Bytes: len(b)}, resp.Nonce, nil
+	r := Receipt{TypeURL: resp.TypeURL, Version: resp.VersionInfo, Resources: len(resp.Resources), Bytes: len(b)}
+	if r.TypeURL == EndpointType && len(resp.Resources) > 0 {
+		r.Hash = ContentHash(resp.Resources[0])
+	}
+	return r, resp.Nonce, nil
 }
 
 func report(ctx context.Context, out chan<- Receipt, r Receipt) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,9 +47,33 @@ type ControlPlane struct {
 	done    chan struct{} // closed when the current incarnation's Serve returned; nil when down
 
 	mu          sync.Mutex
-	streams     int   // guarded by mu
-	requests    int   // guarded by mu
-	incarnation []int // guarded by mu: ADS streams opened on each incarnation (Up)
+	streams     int                  // guarded by mu
+	requests    int                  // guarded by mu
+	incarnation []int                // guarded by mu: ADS streams opened on each incarnation (Up)
+	sent        map[sentKey]sentTime // guarded by mu: when each response was sent (SentAt)
+
+	setMu  sync.Mutex             // one SetClasses/SetAssignment at a time
+	states map[string]*classState // guarded by setMu: the snapshot cache's per-class state
+}
+
+// classState is what SetClasses and SetAssignment last installed for a
+// class, so that each can replace its own type and keep the other's version
+// (a CDS watch must not fire on an EDS-only change).
+type classState struct {
+	clusters cache.Resources
+	eds      *cache.Resources // nil: the class has no load assignment
+}
+
+// sentKey names one response the control plane sent: node class, type URL
+// and version (the snapshot's version of that type; a delta response's
+// system version).
+type sentKey struct{ class, typeURL, version string }
+
+// sentTime is when the first response of a sentKey was handed to gRPC
+// (Send returned); later sends of the same key are counted, not timed.
+type sentTime struct {
+	at    time.Time
+	count int
 }
 
 // StartControlPlane listens on 127.0.0.1:0 and serves ADS from a cache of
@@ -114,7 +139,7 @@ func (cp *ControlPlane) serve(lis net.Listener) {
 	}
 	srv := server.NewServer(ctx, c, cb)
 	cp.grpcSrv = grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(cp.grpcSrv, srv)
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(cp.grpcSrv, timedADS{Server: srv, cp: cp})
 	done := make(chan struct{})
 	cp.done = done
 	go func() {
@@ -185,11 +210,35 @@ func (cp *ControlPlane) SetSnapshot(class, version string, res map[resource.Type
 // differs from the previous one in one cluster is installed as that one
 // update (its per-resource path), as a control plane using it would.
 func (cp *ControlPlane) SetClusters(class, version string, n int, changed int) error {
-	res := make(map[string]types.Resource, n)
-	for i := 0; i < n; i++ {
-		res[clusterName(i)] = syntheticCluster(i, i == changed)
-	}
+	return cp.setClass(Workload{Classes: 1, Clusters: n, Overlap: 1}, 0, class, version, changed)
+}
+
+// SetClasses installs version of every class of w (class k named
+// className(k)): w.Clusters clusters, changed as in SetClusters. The linear
+// cache serves one set to every class, so it takes a uniform workload only
+// and is set once.
+func (cp *ControlPlane) SetClasses(w Workload, version string, changed int) error {
 	if cp.kind == "linear" {
+		if !w.uniform() {
+			return fmt.Errorf("control plane: the linear cache serves one set to every class; overlap %v needs the snapshot cache", w.Overlap)
+		}
+		return cp.SetClusters(className(0), version, w.Clusters, changed)
+	}
+	for k := range w.Classes {
+		if err := cp.setClass(w, k, className(k), version, changed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cp *ControlPlane) setClass(w Workload, k int, class, version string, changed int) error {
+	n := w.Clusters
+	if cp.kind == "linear" {
+		res := make(map[string]types.Resource, n)
+		for i := 0; i < n; i++ {
+			res[clusterName(i)] = syntheticCluster(i, i == changed)
+		}
 		if cp.last == nil {
 			cp.linear.SetResources(res)
 		} else if changed >= 0 {
@@ -202,11 +251,53 @@ func (cp *ControlPlane) SetClusters(class, version string, n int, changed int) e
 	}
 	list := make([]types.Resource, 0, n)
 	for i := 0; i < n; i++ {
-		list = append(list, res[clusterName(i)])
+		list = append(list, w.Cluster(k, i, i == changed))
 	}
-	snap, err := cache.NewSnapshot(version, map[resource.Type][]types.Resource{resource.ClusterType: list})
-	if err != nil {
-		return err
+	cp.setMu.Lock()
+	defer cp.setMu.Unlock()
+	st := cp.state(class)
+	st.clusters = cache.NewResources(version, list)
+	return cp.install(class, st)
+}
+
+// SetAssignment installs update seq of class's churned load assignment
+// (Assignment(seq), version "e" + seq), keeping its clusters (snapshot
+// cache only).
+func (cp *ControlPlane) SetAssignment(class string, seq int) error {
+	if cp.cache == nil {
+		return fmt.Errorf("control plane: load assignments need the snapshot cache, not %q", cp.kind)
+	}
+	cp.setMu.Lock()
+	defer cp.setMu.Unlock()
+	st := cp.state(class)
+	eds := cache.NewResources(AssignmentVersion(seq), []types.Resource{Assignment(seq)})
+	st.eds = &eds
+	return cp.install(class, st)
+}
+
+// AssignmentVersion is the control plane's version of churn update seq.
+func AssignmentVersion(seq int) string { return "e" + strconv.Itoa(seq) }
+
+// state returns class's state, creating it. Called with setMu held.
+func (cp *ControlPlane) state(class string) *classState {
+	if cp.states == nil {
+		cp.states = make(map[string]*classState)
+	}
+	st := cp.states[class]
+	if st == nil {
+		st = &classState{clusters: cache.NewResources("", nil)}
+		cp.states[class] = st
+	}
+	return st
+}
+
+// install sets class's snapshot from st, each type with its own version.
+// Called with setMu held.
+func (cp *ControlPlane) install(class string, st *classState) error {
+	snap := &cache.Snapshot{}
+	snap.Resources[types.Cluster] = st.clusters
+	if st.eds != nil {
+		snap.Resources[types.Endpoint] = *st.eds
 	}
 	return cp.cache.SetSnapshot(context.Background(), class, snap)
 }
@@ -240,6 +331,31 @@ func (cp *ControlPlane) Counts() (streams, requests int) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return cp.streams, cp.requests
+}
+
+// SentAt returns when the control plane finished sending (gRPC's Send
+// returned) the first response of version of typeURL to a stream of class,
+// and how many such responses it sent.
+func (cp *ControlPlane) SentAt(class, typeURL, version string) (time.Time, int) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	t := cp.sent[sentKey{class, typeURL, version}]
+	return t.at, t.count
+}
+
+// recordSent notes that a response was sent; see SentAt.
+func (cp *ControlPlane) recordSent(k sentKey, at time.Time) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.sent == nil {
+		cp.sent = make(map[sentKey]sentTime)
+	}
+	t := cp.sent[k]
+	if t.count == 0 {
+		t.at = at
+	}
+	t.count++
+	cp.sent[k] = t
 }
 
 // Stop stops the server and waits for it.

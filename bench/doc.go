@@ -11,6 +11,11 @@
 // dependency chain and hold their exact state; and the runs themselves:
 // RunFanout (one update to N streams), RunSoak (churn, client churn and
 // upstream restarts, then an end-state check) and RunSlow (stalled clients).
-// The command bench/cmd/xds-bench assembles them; see docs/benchmarks.md
-// and docs/reliability.md.
+// For many classes (Workload), each class's state shares a stated fraction
+// of byte-identical clusters with the others (--overlap); the control plane
+// notes when it finished sending each class's update (timedADS), so that
+// results can take the upstream's own sending out; a churn run (churnRun)
+// makes sustained EDS updates and reports update → client latencies. The
+// command bench/cmd/xds-bench assembles them; see docs/benchmarks.md and
+// docs/reliability.md.
 package bench

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -35,7 +37,21 @@ type FanoutConfig struct {
 	Clients  int
 	Classes  int
 	Clusters int
-	Delta    bool // clients speak incremental xDS
+	// Unique is the fraction of each class's clusters unique to the class
+	// (1 − xds-bench's --overlap); the rest are byte-identical in every
+	// class. 0, the default, makes every class's state the same.
+	Unique float64
+	// Churn, if positive, adds a sustained run after the update: Churn EDS
+	// updates per second spread round robin over the classes for
+	// ChurnDuration, every SotW client subscribed to its class's load
+	// assignment (targets relay, limit and direct:snapshot).
+	Churn         float64
+	ChurnDuration time.Duration
+	// HeapProfile, if set, is a file the relay target's heap profile
+	// (/debug/pprof/heap?gc=1 on its admin port) is written to once every
+	// client holds the update.
+	HeapProfile string
+	Delta       bool // clients speak incremental xDS
 	// Service is ServiceADS (default) or ServiceCDS; the tcp target has none.
 	Service string
 	// StreamsPerConn streams share one connection (default 1). The tcp
@@ -65,22 +81,30 @@ type Progress interface {
 // server was given the new state to each client's receipt. Server figures
 // are the measured child process's: the relay, or the target's own server.
 type FanoutResult struct {
-	Target         string        `json:"target"`
-	Cache          string        `json:"cache"`   // relay and direct; empty for limit and tcp
-	Clients        int           `json:"clients"` // streams
-	StreamsPerConn int           `json:"streams_per_conn"`
-	ClientWindow   int32         `json:"client_window,omitempty"` // 0: grpc-go's default
-	Service        string        `json:"service"`                 // ads or cds; empty for tcp
-	Classes        int           `json:"classes"`
-	Clusters       int           `json:"clusters"`
-	Delta          bool          `json:"delta"`
-	First          time.Duration `json:"first_ns"`
-	P50            time.Duration `json:"p50_ns"`
-	P99            time.Duration `json:"p99_ns"`
-	Last           time.Duration `json:"last_ns"`
-	ResponseBytes  int           `json:"response_bytes"` // one client's update response
-	BytesTotal     int64         `json:"bytes_total"`    // the update's bytes delivered to all clients
-	ServerCPU      time.Duration `json:"server_cpu_ns"`  // during the update
+	Target         string `json:"target"`
+	Cache          string `json:"cache"`   // relay and direct; empty for limit and tcp
+	Clients        int    `json:"clients"` // streams
+	StreamsPerConn int    `json:"streams_per_conn"`
+	ClientWindow   int32  `json:"client_window,omitempty"` // 0: grpc-go's default
+	Service        string `json:"service"`                 // ads or cds; empty for tcp
+	Classes        int    `json:"classes"`
+	Clusters       int    `json:"clusters"`
+	Delta          bool   `json:"delta"`
+	// Unique is the fraction of each class's clusters unique to the class
+	// (1 − --overlap); results that predate it, whose classes were all
+	// identical, read 0.
+	Unique float64 `json:"unique"`
+	// StateBytes is every class's resources' encoded bytes summed over the
+	// classes; StateUniqueBytes counts each distinct resource once.
+	StateBytes       int64         `json:"state_bytes"`
+	StateUniqueBytes int64         `json:"state_unique_bytes"`
+	First            time.Duration `json:"first_ns"`
+	P50              time.Duration `json:"p50_ns"`
+	P99              time.Duration `json:"p99_ns"`
+	Last             time.Duration `json:"last_ns"`
+	ResponseBytes    int           `json:"response_bytes"` // one client's update response
+	BytesTotal       int64         `json:"bytes_total"`    // the update's bytes delivered to all clients
+	ServerCPU        time.Duration `json:"server_cpu_ns"`  // during the update
 	// ServerRSSBase is the server's RSS with the first state installed and
 	// no client connected: per-stream memory is (idle − base) / clients.
 	ServerRSSBase    int64 `json:"server_rss_base_bytes"`
@@ -91,19 +115,46 @@ type FanoutResult struct {
 	// Latencies holds every client's upstream-send → receive time, sorted:
 	// the latency CDF.
 	Latencies []time.Duration `json:"latencies_ns"`
+	// UpstreamSent is when the sender of the update had finished sending
+	// every class's (from the same start as the latencies): for the relay,
+	// the last class's go-control-plane Send to it returned; for the other
+	// targets, which are their own senders, the server had published the
+	// new state (its "set" returned). After* are each client's time from
+	// its own class's sent instant to its receipt: the time to the last
+	// client with the upstream's own sending taken out.
+	UpstreamSent  time.Duration `json:"upstream_sent_ns"`
+	AfterSentP50  time.Duration `json:"after_sent_p50_ns"`
+	AfterSentP99  time.Duration `json:"after_sent_p99_ns"`
+	AfterSentLast time.Duration `json:"after_sent_last_ns"`
+	// Churn is the sustained EDS run's result (FanoutConfig.Churn).
+	Churn *ChurnResult `json:"churn,omitempty"`
 }
 
 // target is the measured server the clients connect to.
 type target interface {
 	listenAddr() string
 	usage() (ProcUsage, error)
-	set(ctx context.Context, version string, changed int) error
+	// set installs version of every class's state and returns when the
+	// server had handed it to its streams (its own clock, not when the
+	// reply was read).
+	set(ctx context.Context, version string, changed int) (time.Time, error)
+	// prepare does, before the measurement, the work of a later set of
+	// the same arguments that is not serving (encoding the limit's state).
+	prepare(ctx context.Context, version string, changed int) error
+	// setAssignment installs churn update seq of class k's load
+	// assignment; the time as set's.
+	setAssignment(ctx context.Context, k, seq int) (time.Time, error)
+	// sentAt is when the upstream finished sending version of typeURL to
+	// class k's stream; false when the target has no upstream (it sends
+	// what "set" gave it: the caller takes set's time).
+	sentAt(k int, typeURL, version string) (time.Time, bool)
 	counts(ctx context.Context) (streams, requests int, err error)
 	stop()
 }
 
-func (s *serveProc) listenAddr() string        { return s.addr }
-func (s *serveProc) usage() (ProcUsage, error) { return s.proc.usage() }
+func (s *serveProc) sentAt(int, string, string) (time.Time, bool) { return time.Time{}, false }
+func (s *serveProc) listenAddr() string                           { return s.addr }
+func (s *serveProc) usage() (ProcUsage, error)                    { return s.proc.usage() }
 
 func (cfg *FanoutConfig) fillDefaults() error {
 	if cfg.Log == nil {
@@ -127,6 +178,24 @@ func (cfg *FanoutConfig) fillDefaults() error {
 	if cfg.Clients < 1 || cfg.Classes < 1 || cfg.Clusters < 1 {
 		return fmt.Errorf("clients (%d), classes (%d) and clusters (%d) must be positive", cfg.Clients, cfg.Classes, cfg.Clusters)
 	}
+	if cfg.Unique < 0 || cfg.Unique > 1 {
+		return fmt.Errorf("overlap %v: want 0 to 1", 1-cfg.Unique)
+	}
+	if !cfg.workload().uniform() && cfg.Cache == "linear" && (cfg.Target == TargetRelay || cfg.Target == TargetDirect) {
+		return errors.New("the linear cache serves one set to every class: an overlap below 1 needs the snapshot cache")
+	}
+	if cfg.Churn > 0 {
+		switch {
+		case cfg.Delta:
+			return errors.New("churn: SotW clients only")
+		case cfg.Target == TargetTCP:
+			return errors.New("churn: the tcp target carries no EDS")
+		case cfg.Target != TargetLimit && cfg.Cache != "snapshot":
+			return errors.New("churn: the control plane's load assignments need the snapshot cache")
+		case cfg.ChurnDuration <= 0:
+			return errors.New("churn: a positive duration is needed")
+		}
+	}
 	switch {
 	case cfg.Service != ServiceADS && cfg.Service != ServiceCDS:
 		return fmt.Errorf("unknown service %q (want %s or %s)", cfg.Service, ServiceADS, ServiceCDS)
@@ -138,9 +207,15 @@ func (cfg *FanoutConfig) fillDefaults() error {
 	return nil
 }
 
+// workload is what each class's state is.
+func (cfg *FanoutConfig) workload() Workload {
+	return Workload{Classes: cfg.Classes, Clusters: cfg.Clusters, Overlap: 1 - cfg.Unique}
+}
+
 // startTarget starts cfg's target with no state installed.
 func startTarget(ctx context.Context, cfg FanoutConfig) (target, error) {
-	args := []string{"--classes", strconv.Itoa(cfg.Classes), "--clusters", strconv.Itoa(cfg.Clusters)}
+	args := []string{"--classes", strconv.Itoa(cfg.Classes), "--clusters", strconv.Itoa(cfg.Clusters),
+		"--overlap", strconv.FormatFloat(1-cfg.Unique, 'g', -1, 64)}
 	switch cfg.Target {
 	case TargetRelay:
 		return startRelayTarget(ctx, cfg)
@@ -156,9 +231,15 @@ func startTarget(ctx context.Context, cfg FanoutConfig) (target, error) {
 
 // RunFanout starts the target's server as a child process and the clients;
 // waits for every client to hold the first version; then updates every
-// class's state once (one cluster changed) and measures.
+// class's state once (one cluster changed) and measures; then, with
+// cfg.Churn, runs the sustained EDS churn (RunFanout's ChurnResult).
 func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if err := cfg.fillDefaults(); err != nil {
+		return nil, err
+	}
+	w := cfg.workload()
+	stateAll, stateUnique, err := w.StateBytes()
+	if err != nil {
 		return nil, err
 	}
 	srv, err := startTarget(ctx, cfg)
@@ -166,8 +247,15 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		return nil, err
 	}
 	defer srv.stop()
-	if err := srv.set(ctx, "v1", -1); err != nil {
+	if _, err := srv.set(ctx, "v1", -1); err != nil {
 		return nil, err
+	}
+	var churn *churnRun
+	if cfg.Churn > 0 {
+		if churn, err = startChurn(ctx, cfg, srv); err != nil {
+			return nil, err
+		}
+		defer churn.stop()
 	}
 	base, err := srv.usage()
 	if err != nil {
@@ -177,7 +265,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	receipts := make(chan Receipt, cfg.Clients)
-	clients, err := connect(ctx, cfg, srv.listenAddr(), receipts)
+	clients, err := connect(ctx, cfg, srv.listenAddr(), receipts, churn)
 	defer func() {
 		cancel()
 		for _, c := range clients {
@@ -190,6 +278,14 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if _, err := awaitPhase(cfg, receipts, "v1", cfg.Clusters); err != nil {
 		return nil, fmt.Errorf("initial state: %w", err)
 	}
+	if churn != nil {
+		if err := churn.awaitInitial(cfg.Timeout); err != nil {
+			return nil, fmt.Errorf("initial load assignments: %w", err)
+		}
+	}
+	if err := srv.prepare(ctx, "v2", 0); err != nil {
+		return nil, err
+	}
 	idle, err := srv.usage()
 	if err != nil {
 		return nil, err
@@ -197,7 +293,8 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 
 	cfg.Log("updating %d classes", cfg.Classes)
 	start := time.Now()
-	if err := srv.set(ctx, "v2", 0); err != nil {
+	published, err := srv.set(ctx, "v2", 0)
+	if err != nil {
 		return nil, err
 	}
 	// One cluster changed: SotW clients get the full state again, delta
@@ -214,13 +311,37 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	lat := make([]time.Duration, len(got))
+	// Each class's sent instant: its upstream's Send, or the publication.
+	sent := make([]time.Time, cfg.Classes)
+	var upstreamSent time.Duration
+	for k := range sent {
+		at, ok := srv.sentAt(k, ClusterType, "v2")
+		if !ok {
+			at = published
+		}
+		sent[k] = at
+		upstreamSent = max(upstreamSent, at.Sub(start))
+	}
+	lat, afterSent := make([]time.Duration, len(got)), make([]time.Duration, len(got))
 	var total int64
 	for i, r := range got {
 		lat[i] = r.At.Sub(start)
+		afterSent[i] = r.At.Sub(sent[r.Client%cfg.Classes])
 		total += int64(r.Bytes)
 	}
 	slices.Sort(lat)
+	slices.Sort(afterSent)
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(srv, cfg.HeapProfile); err != nil {
+			return nil, err
+		}
+	}
+	var churnRes *ChurnResult
+	if churn != nil {
+		if churnRes, err = churn.run(ctx); err != nil {
+			return nil, fmt.Errorf("churn: %w", err)
+		}
+	}
 	streams, requests, err := srv.counts(ctx)
 	if err != nil {
 		return nil, err
@@ -235,23 +356,67 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	return &FanoutResult{
 		Target: cfg.Target, Cache: cache,
 		Clients: cfg.Clients, StreamsPerConn: cfg.StreamsPerConn, ClientWindow: cfg.ClientWindow, Service: service,
-		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta,
+		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta, Unique: cfg.Unique,
+		StateBytes: stateAll, StateUniqueBytes: stateUnique,
 		ResponseBytes: got[0].Bytes, BytesTotal: total,
 		First: lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
 		ServerCPU:     after.CPU - idle.CPU,
 		ServerRSSBase: base.RSS, ServerRSSIdle: idle.RSS, ServerRSSAfter: after.RSS,
 		UpstreamStreams: streams, UpstreamRequests: requests,
-		Latencies: lat,
+		Latencies:    lat,
+		UpstreamSent: upstreamSent,
+		AfterSentP50: afterSent[len(afterSent)/2], AfterSentP99: afterSent[len(afterSent)*99/100], AfterSentLast: afterSent[len(afterSent)-1],
+		Churn: churnRes,
 	}, nil
 }
 
-func className(k int) string { return "bench-class-" + strconv.Itoa(k) }
+// writeHeapProfile saves the relay target's heap profile to file, and the
+// runtime's memory statistics (the "# runtime.MemStats" lines of the text
+// profile: heap in use, idle, released, stacks, next GC) to file.memstats.
+func writeHeapProfile(srv target, file string) error {
+	rt, ok := srv.(*relayTarget)
+	if !ok {
+		return nil // only the relay has an admin port
+	}
+	get := func(query string) ([]byte, error) {
+		resp, err := http.Get("http://" + rt.relay.Admin + "/debug/pprof/heap?" + query)
+		if err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("heap profile: %s", resp.Status)
+		}
+		return io.ReadAll(resp.Body)
+	}
+	b, err := get("gc=1")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return err
+	}
+	text, err := get("debug=1")
+	if err != nil {
+		return err
+	}
+	_, stats, ok := bytes.Cut(text, []byte("# runtime.MemStats"))
+	if !ok {
+		return errors.New("heap profile: no runtime.MemStats in the text profile")
+	}
+	return os.WriteFile(file+".memstats", append([]byte("# runtime.MemStats"), stats...), 0o644)
+}
+
+// classPrefix begins every class's name (className).
+const classPrefix = "bench-class-"
+
+func className(k int) string { return classPrefix + strconv.Itoa(k) }
 
 // connect opens cfg.Clients streams to addr, StreamsPerConn per connection,
 // connection j from source address 127.0.x.1 (x = 1 + j/20000) so N can
 // exceed one address's ephemeral ports. It returns what it opened even on
 // error, for the caller to close.
-func connect(ctx context.Context, cfg FanoutConfig, addr string, out chan<- Receipt) ([]interface{ Close() }, error) {
+func connect(ctx context.Context, cfg FanoutConfig, addr string, out chan<- Receipt, churn *churnRun) ([]interface{ Close() }, error) {
 	cfg.Log("connecting %d streams, %d per connection", cfg.Clients, cfg.StreamsPerConn)
 	bar := startProgress(cfg, "connecting", cfg.Clients)
 	defer bar.Finish()
@@ -259,7 +424,7 @@ func connect(ctx context.Context, cfg FanoutConfig, addr string, out chan<- Rece
 	for first, j := 0, 0; first < cfg.Clients; first, j = first+cfg.StreamsPerConn, j+1 {
 		src := loopbackSource(j)
 		if cfg.Target == TargetTCP {
-			c, err := startTCPClient(ctx, addr, src, first, cfg.Delta, out)
+			c, err := startTCPClient(ctx, addr, src, first, first%cfg.Classes, cfg.Delta, out)
 			if err != nil {
 				return clients, err
 			}
@@ -272,7 +437,11 @@ func connect(ctx context.Context, cfg FanoutConfig, addr string, out chan<- Rece
 		for k := range n {
 			ids[k], classes[k] = first+k, className((first+k)%cfg.Classes)
 		}
-		c, err := Dial(ctx, addr, src, ClientOptions{Delta: cfg.Delta, Service: cfg.Service, Window: cfg.ClientWindow}, ids, classes, out)
+		opts := ClientOptions{Delta: cfg.Delta, Service: cfg.Service, Window: cfg.ClientWindow}
+		if churn != nil {
+			opts.EDS, opts.EDSOut = ChurnAssignment, churn.receipts
+		}
+		c, err := Dial(ctx, addr, src, opts, ids, classes, out)
 		if err != nil {
 			return clients, err
 		}

@@ -175,6 +175,12 @@ func TestFanoutConfigRejects(t *testing.T) {
 		{Target: TargetLimit, Service: "lds", Clients: 1, Classes: 1, Clusters: 1},
 		{Target: TargetLimit, Clients: 0, Classes: 1, Clusters: 1},
 		{Target: "nginx", Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetRelay, Cache: "linear", Unique: 0.5, Clients: 1, Classes: 2, Clusters: 2},
+		{Target: TargetLimit, Unique: 1.5, Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetTCP, Churn: 10, ChurnDuration: time.Second, Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetRelay, Delta: true, Churn: 10, ChurnDuration: time.Second, Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetDirect, Cache: "linear", Churn: 10, ChurnDuration: time.Second, Clients: 1, Classes: 1, Clusters: 1},
+		{Target: TargetLimit, Churn: 10, Clients: 1, Classes: 1, Clusters: 1},
 	} {
 		if _, err := RunFanout(context.Background(), cfg); err == nil {
 			t.Errorf("RunFanout(%+v) succeeded, want an error", cfg)

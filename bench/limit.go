@@ -3,11 +3,14 @@ package bench
 import (
 	"context"
 	"net"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -48,7 +51,9 @@ func startLimitServer() (*limitServer, error) {
 
 func (s *limitServer) Addr() string { return s.addr }
 
-func (s *limitServer) publish(p *payloads) { s.bc.publish(p) }
+func (s *limitServer) publish(class int, p *payloads) { s.bc.publish(class, p) }
+
+func (s *limitServer) publishEDS(class int, body wire.Body) { s.bc.publishEDS(class, body) }
 
 func (s *limitServer) counts() (streams, requests int) {
 	return s.bc.subscribed(), int(s.requests.Load())
@@ -67,7 +72,7 @@ func (s *limitServer) serve(st grpc.ServerStream, delta bool) error {
 		return err
 	}
 	s.requests.Add(1)
-	sub := s.bc.subscribe(delta)
+	sub := s.bc.subscribe(delta, requestClass(req.Bytes, delta))
 	defer s.bc.unsubscribe(sub)
 	readErr := make(chan error, 1)
 	go func() {
@@ -92,12 +97,42 @@ func (s *limitServer) serve(st grpc.ServerStream, delta bool) error {
 			if err := st.SendMsg(&m); err != nil {
 				return err
 			}
+		case body := <-sub.eds:
+			nonce++
+			m = stamper.Stamp(body, nonce)
+			if err := st.SendMsg(&m); err != nil {
+				return err
+			}
 		case err := <-readErr:
 			return err
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// requestClass is the class number of a stream's first request's node
+// (className); 0 when it names none.
+func requestClass(b []byte, delta bool) int {
+	var node interface{ GetCluster() string }
+	if delta {
+		var req discoverygrpc.DeltaDiscoveryRequest
+		if proto.Unmarshal(b, &req) != nil {
+			return 0
+		}
+		node = req.GetNode()
+	} else {
+		var req discoverygrpc.DiscoveryRequest
+		if proto.Unmarshal(b, &req) != nil {
+			return 0
+		}
+		node = req.GetNode()
+	}
+	k, err := strconv.Atoi(strings.TrimPrefix(node.GetCluster(), classPrefix))
+	if err != nil || k < 0 {
+		return 0
+	}
+	return k
 }
 
 type limitADS struct {

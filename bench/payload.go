@@ -4,8 +4,6 @@ import (
 	"bytes"
 
 	"github.com/cespare/xxhash/v2"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -26,15 +24,18 @@ type payloads struct {
 // state (nil: none), against which the delta diff is computed. Versions are
 // content hashes of the relay's length.
 func encodeState(n, changed int, prev *payloads) (*payloads, error) {
+	return encodeClassState(Workload{Classes: 1, Clusters: n, Overlap: 1}, 0, changed, prev)
+}
+
+// encodeClassState encodes class k's state of workload w (as
+// ControlPlane.SetClasses installs it).
+func encodeClassState(w Workload, k, changed int, prev *payloads) (*payloads, error) {
+	n := w.Clusters
 	p := &payloads{anys: make([][]byte, n)}
 	sum := xxhash.New()
 	size := 0
 	for i := range n {
-		a, err := anypb.New(syntheticCluster(i, i == changed))
-		if err != nil {
-			return nil, err
-		}
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+		b, err := marshalAny(w.Cluster(k, i, i == changed))
 		if err != nil {
 			return nil, err
 		}
@@ -65,4 +66,16 @@ func encodeState(n, changed int, prev *payloads) (*payloads, error) {
 	p.deltaFull = wire.NewBody(full.Finish(ClusterType))
 	p.deltaDiff = wire.NewBody(diff.Finish(ClusterType))
 	return p, nil
+}
+
+// encodeAssignment is churn update seq's SotW EDS body, as the relay would
+// send it.
+func encodeAssignment(seq int) (wire.Body, error) {
+	a, err := marshalAny(Assignment(seq))
+	if err != nil {
+		return wire.Body{}, err
+	}
+	bb := wire.NewBodyBuilder(dedup.Version(xxhash.Sum64(a)), len(a))
+	bb.AddResource(a)
+	return wire.NewBody(bb.Finish(EndpointType)), nil
 }

@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 )
 
 // relayTarget is the relay target: the relay as a measured child process in
 // front of a control plane in this process (only the relay is measured).
 type relayTarget struct {
-	cp                *ControlPlane
-	relay             *RelayChild
-	addr              string
-	classes, clusters int
+	cp    *ControlPlane
+	relay *RelayChild
+	addr  string
+	w     Workload
 }
 
 // startRelayTarget starts the control plane and the relay binary bin in
@@ -23,7 +24,7 @@ func startRelayTarget(ctx context.Context, cfg FanoutConfig) (*relayTarget, erro
 	if err != nil {
 		return nil, err
 	}
-	t := &relayTarget{cp: cp, classes: cfg.Classes, clusters: cfg.Clusters}
+	t := &relayTarget{cp: cp, w: cfg.workload()}
 	if err := t.startRelay(ctx, cfg); err != nil {
 		cp.Stop()
 		return nil, err
@@ -47,8 +48,22 @@ func (t *relayTarget) startRelay(ctx context.Context, cfg FanoutConfig) error {
 func (t *relayTarget) listenAddr() string        { return t.addr }
 func (t *relayTarget) usage() (ProcUsage, error) { return t.relay.Usage() }
 
-func (t *relayTarget) set(_ context.Context, version string, changed int) error {
-	return setAllClasses(t.cp, t.classes, version, t.clusters, changed)
+func (t *relayTarget) set(_ context.Context, version string, changed int) (time.Time, error) {
+	err := t.cp.SetClasses(t.w, version, changed)
+	return time.Now(), err
+}
+
+// prepare does nothing: the control plane is not measured.
+func (t *relayTarget) prepare(context.Context, string, int) error { return nil }
+
+func (t *relayTarget) setAssignment(_ context.Context, k, seq int) (time.Time, error) {
+	err := t.cp.SetAssignment(className(k), seq)
+	return time.Now(), err
+}
+
+func (t *relayTarget) sentAt(k int, typeURL, version string) (time.Time, bool) {
+	at, n := t.cp.SentAt(className(k), typeURL, version)
+	return at, n > 0
 }
 
 func (t *relayTarget) counts(context.Context) (streams, requests int, err error) {

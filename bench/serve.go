@@ -7,6 +7,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // Server kinds a measured child process can run (xds-bench serve KIND).
@@ -19,17 +22,28 @@ const (
 // The child protocol, on the child's stdin and stdout, one line each way:
 //
 //	child:  listening ADDR            (once, when clients may connect)
-//	parent: set VERSION CHANGED       child: ok | error MESSAGE
+//	parent: set VERSION CHANGED       child: ok UNIXNANO | error MESSAGE
 //	parent: counts                    child: counts STREAMS REQUESTS | error MESSAGE
+//	parent: eds CLASS SEQ             child: ok UNIXNANO | error MESSAGE
+//	parent: prepare VERSION CHANGED   child: ok | error MESSAGE
 //
 // "set" installs every class's state of the given version (CHANGED as in
 // ControlPlane.SetClusters) and returns once the server has it. The child
-// exits when its stdin closes, so it never outlives the parent.
+// exits when its stdin closes, so it never outlives the parent. UNIXNANO is
+// the child's clock when it had handed the new state to its streams: the
+// parent reads the reply only when the child gets the CPU to write it,
+// which with thousands of streams to write is long after. "eds"
+// installs churn update SEQ of class number CLASS's load assignment
+// (Assignment). "prepare" lets a server do the work of a later "set" of the
+// same arguments that is not serving (the limit and tcp servers encode the
+// state), so that what the bench measures from "set" on is the serving.
 
 // servedTarget is a server a child process runs for the parent.
 type servedTarget interface {
 	Addr() string
 	set(version string, changed int) error
+	prepare(version string, changed int) error
+	setAssignment(class, seq int) error
 	counts() (streams, requests int)
 	stop()
 }
@@ -41,6 +55,7 @@ func Serve(args []string, in io.Reader, out io.Writer) error {
 	cacheKind := fs.String("cache", "snapshot", "go-control-plane cache (kind controlplane)")
 	classes := fs.Int("classes", 1, "node classes")
 	clusters := fs.Int("clusters", 1000, "clusters in each class's state")
+	overlap := fs.Float64("overlap", 1, "fraction of each class's clusters identical across classes")
 	if len(args) == 0 {
 		return fmt.Errorf("serve: want a kind: %s, %s or %s", ServeControlPlane, ServeLimit, ServeTCP)
 	}
@@ -48,6 +63,7 @@ func Serve(args []string, in io.Reader, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	w := Workload{Classes: *classes, Clusters: *clusters, Overlap: *overlap}
 	var t servedTarget
 	switch kind {
 	case ServeControlPlane:
@@ -55,19 +71,19 @@ func Serve(args []string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		t = &servedControlPlane{cp: cp, classes: *classes, clusters: *clusters}
+		t = &servedControlPlane{cp: cp, w: w}
 	case ServeLimit:
 		s, err := startLimitServer()
 		if err != nil {
 			return err
 		}
-		t = &servedBytes{bytesServer: s, clusters: *clusters}
+		t = &servedBytes{bytesServer: s, w: w}
 	case ServeTCP:
 		s, err := startTCPServer()
 		if err != nil {
 			return err
 		}
-		t = &servedBytes{bytesServer: s, clusters: *clusters}
+		t = &servedBytes{bytesServer: s, w: w}
 	default:
 		return fmt.Errorf("serve: unknown kind %q", kind)
 	}
@@ -96,7 +112,29 @@ func execute(t servedTarget, line string) string {
 		if err := t.set(f[1], changed); err != nil {
 			return "error " + err.Error()
 		}
+		return fmt.Sprintf("ok %d", time.Now().UnixNano())
+	case len(f) == 3 && f[0] == "prepare":
+		changed, err := strconv.Atoi(f[2])
+		if err != nil {
+			return "error " + err.Error()
+		}
+		if err := t.prepare(f[1], changed); err != nil {
+			return "error " + err.Error()
+		}
 		return "ok"
+	case len(f) == 3 && f[0] == "eds":
+		class, err := strconv.Atoi(f[1])
+		if err != nil {
+			return "error " + err.Error()
+		}
+		seq, err := strconv.Atoi(f[2])
+		if err != nil {
+			return "error " + err.Error()
+		}
+		if err := t.setAssignment(class, seq); err != nil {
+			return "error " + err.Error()
+		}
+		return fmt.Sprintf("ok %d", time.Now().UnixNano())
 	case len(f) == 1 && f[0] == "counts":
 		s, r := t.counts()
 		return fmt.Sprintf("counts %d %d", s, r)
@@ -106,56 +144,98 @@ func execute(t servedTarget, line string) string {
 
 // servedControlPlane is the direct target's child: go-control-plane itself.
 type servedControlPlane struct {
-	cp                *ControlPlane
-	classes, clusters int
+	cp *ControlPlane
+	w  Workload
 }
 
 func (s *servedControlPlane) Addr() string { return s.cp.Addr }
 
 func (s *servedControlPlane) set(version string, changed int) error {
-	return setAllClasses(s.cp, s.classes, version, s.clusters, changed)
+	return s.cp.SetClasses(s.w, version, changed)
+}
+
+// prepare does nothing: go-control-plane builds its responses when it has
+// the snapshot.
+func (s *servedControlPlane) prepare(string, int) error { return nil }
+
+func (s *servedControlPlane) setAssignment(class, seq int) error {
+	return s.cp.SetAssignment(className(class), seq)
 }
 
 func (s *servedControlPlane) counts() (int, int) { return s.cp.Counts() }
 func (s *servedControlPlane) stop()              { s.cp.Stop() }
 
-// setAllClasses installs a state of version in every class of cp. The
-// linear cache has one resource set for every class, so it is set once:
-// setting it per class would push the same change once per class.
-func setAllClasses(cp *ControlPlane, classes int, version string, clusters, changed int) error {
-	if cp.kind == "linear" {
-		classes = 1
-	}
-	for k := range classes {
-		if err := cp.SetClusters(className(k), version, clusters, changed); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // bytesServer is a server writing pre-encoded payloads: limit or tcp.
 type bytesServer interface {
 	Addr() string
-	publish(*payloads)
+	publish(class int, p *payloads)
+	publishEDS(class int, body wire.Body)
 	counts() (streams, requests int)
 	stop()
 }
 
-// servedBytes encodes each state once and publishes it (every class's
-// state is the same, so the bytes are too).
+// servedBytes encodes each class's state once and publishes it; when every
+// class's state is the same (overlap 1), it is encoded once for all.
 type servedBytes struct {
 	bytesServer
-	clusters int
-	last     *payloads
+	w    Workload
+	last map[int]*payloads // per class; -1: every class's
+	// prepared is the encoded state of a "prepare" not yet set.
+	prepared    map[int]*payloads
+	preparedFor string // its version and changed
 }
 
-func (s *servedBytes) set(_ string, changed int) error {
-	p, err := encodeState(s.clusters, changed, s.last)
+func (s *servedBytes) set(version string, changed int) error {
+	next := s.prepared
+	if s.preparedFor != fmt.Sprint(version, changed) {
+		var err error
+		if next, err = s.encode(changed); err != nil {
+			return err
+		}
+	}
+	s.prepared, s.preparedFor = nil, ""
+	for k, p := range next {
+		s.publish(k, p)
+	}
+	s.last = next
+	return nil
+}
+
+func (s *servedBytes) prepare(version string, changed int) error {
+	p, err := s.encode(changed)
 	if err != nil {
 		return err
 	}
-	s.last = p
-	s.publish(p)
+	s.prepared, s.preparedFor = p, fmt.Sprint(version, changed)
+	return nil
+}
+
+// encode encodes every class's state (once for all when they are the same),
+// its delta diff against the current one.
+func (s *servedBytes) encode(changed int) (map[int]*payloads, error) {
+	classes := []int{-1}
+	if !s.w.uniform() {
+		classes = make([]int, s.w.Classes)
+		for k := range classes {
+			classes[k] = k
+		}
+	}
+	out := make(map[int]*payloads, len(classes))
+	for _, k := range classes {
+		p, err := encodeClassState(s.w, max(k, 0), changed, s.last[k])
+		if err != nil {
+			return nil, err
+		}
+		out[k] = p
+	}
+	return out, nil
+}
+
+func (s *servedBytes) setAssignment(class, seq int) error {
+	body, err := encodeAssignment(seq)
+	if err != nil {
+		return err
+	}
+	s.publishEDS(class, body)
 	return nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,13 +53,13 @@ func TestBroadcasterSupersedes(t *testing.T) {
 	v2, _ := encodeState(5, 0, v1)
 	v3, _ := encodeState(5, 1, v2)
 	b := newBroadcaster()
-	b.publish(v1)
-	sotw, delta := b.subscribe(false), b.subscribe(true)
+	b.publish(-1, v1)
+	sotw, delta := b.subscribe(false, 0), b.subscribe(true, 0)
 	if got := <-delta.next; string(got.Bytes()) != string(v1.deltaFull.Bytes()) {
 		t.Fatal("a new delta stream is not given the full state")
 	}
-	b.publish(v2)
-	b.publish(v3) // delta's v2 diff is unsent: superseded by v3's full state
+	b.publish(-1, v2)
+	b.publish(-1, v3) // delta's v2 diff is unsent: superseded by v3's full state
 	if got := <-delta.next; string(got.Bytes()) != string(v3.deltaFull.Bytes()) {
 		t.Error("an unsent delta diff was replaced by a diff, losing a change")
 	}
@@ -91,15 +92,26 @@ func TestServeProtocol(t *testing.T) {
 		t.Fatalf("first line %q, want listening 127.0.0.1:PORT", got)
 	}
 	for _, tc := range []struct{ command, want string }{
-		{"set v1 -1", "ok"},
+		{"set v1 -1", "ok *"},
 		{"counts", "counts 0 0"},
+		{"eds 0 7", "ok *"},
+		{"prepare v2 1", "ok"},
+		{"set v2 1", "ok *"},
+		{"eds 0 x", `error strconv.Atoi: parsing "x": invalid syntax`},
 		{"set v2 x", `error strconv.Atoi: parsing "x": invalid syntax`},
 		{"reload", `error unknown command "reload"`},
 	} {
 		if _, err := io.WriteString(inW, tc.command+"\n"); err != nil {
 			t.Fatal(err)
 		}
-		if got := next(); got != tc.want {
+		got := next()
+		if prefix, ok := strings.CutSuffix(tc.want, "*"); ok && strings.HasPrefix(got, prefix) {
+			if _, err := strconv.ParseInt(strings.TrimPrefix(got, prefix), 10, 64); err != nil {
+				t.Errorf("%s: reply %q, want an instant in ns", tc.command, got)
+			}
+			continue
+		}
+		if got != tc.want {
 			t.Errorf("%s: reply %q, want %q", tc.command, got, tc.want)
 		}
 	}

@@ -16,7 +16,8 @@ import (
 
 // The tcp target carries the same bytes as the limit target on plain TCP
 // connections, without gRPC or HTTP/2: the kernel and loopback floor. A
-// client opens with one byte, tcpHelloSotw or tcpHelloDelta; the server then
+// client opens with one byte, tcpHelloSotw or tcpHelloDelta, and its class
+// number (4 bytes, big-endian); the server then
 // writes frames of a 4-byte big-endian length and the response (body, then
 // the connection's nonce field). Clients send nothing else.
 const (
@@ -65,7 +66,11 @@ func (s *tcpServer) stop() {
 
 func (s *tcpServer) Addr() string { return s.lis.Addr().String() }
 
-func (s *tcpServer) publish(p *payloads) { s.bc.publish(p) }
+func (s *tcpServer) publish(class int, p *payloads) { s.bc.publish(class, p) }
+
+// publishEDS keeps the body (the tcp target takes no churn; see
+// FanoutConfig.Churn).
+func (s *tcpServer) publishEDS(class int, body wire.Body) { s.bc.publishEDS(class, body) }
 
 func (s *tcpServer) counts() (streams, requests int) { return s.bc.subscribed(), 0 }
 
@@ -76,11 +81,11 @@ func (s *tcpServer) serve(ctx context.Context, conn net.Conn) error {
 	// Stopping the server closes the connection, which ends any blocked
 	// read or write below.
 	defer context.AfterFunc(ctx, func() { conn.Close() })()
-	var hello [1]byte
+	var hello [5]byte
 	if _, err := io.ReadFull(conn, hello[:]); err != nil {
 		return err
 	}
-	sub := s.bc.subscribe(hello[0] == tcpHelloDelta)
+	sub := s.bc.subscribe(hello[0] == tcpHelloDelta, int(binary.BigEndian.Uint32(hello[1:])))
 	defer s.bc.unsubscribe(sub)
 	closed := make(chan struct{})
 	go func() {
@@ -114,12 +119,12 @@ type tcpClient struct {
 
 // startTCPClient connects client id to addr from src and reports a receipt
 // for every whole frame received, parsed like a gRPC client's response.
-func startTCPClient(ctx context.Context, addr string, src net.IP, id int, delta bool, out chan<- Receipt) (*tcpClient, error) {
+func startTCPClient(ctx context.Context, addr string, src net.IP, id, class int, delta bool, out chan<- Receipt) (*tcpClient, error) {
 	conn, err := loopbackDialer(src).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp client %d: %w", id, err)
 	}
-	hello := []byte{tcpHelloSotw}
+	hello := binary.BigEndian.AppendUint32([]byte{tcpHelloSotw}, uint32(class))
 	if delta {
 		hello[0] = tcpHelloDelta
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -20,6 +21,8 @@ const (
 	timeToLastFile      = "time-to-last"
 	memoryPerStreamFile = "memory-per-stream"
 	cpuFile             = "cpu"
+	classesFile         = "classes"
+	classesCPUFile      = "classes-cpu"
 )
 
 // Figure titles and axis labels (the tests look for them in the SVGs).
@@ -34,6 +37,9 @@ const (
 	cpuTitle         = "Server CPU per update vs N"
 	cpuAxis          = "server CPU per update (s)"
 	clientsAxis      = "N (clients, log scale)"
+	classesTitle     = "Time to the last client vs classes, the upstream's sending taken out"
+	classesCPUTitle  = "Server CPU per update vs classes"
+	classesAxis      = "node classes (log scale)"
 	noDataSuffix     = " (no run measured it)"
 	streamTargetKiB  = 16
 	streamTargetName = "16 KiB/stream target"
@@ -205,21 +211,115 @@ func (d *dataset) versusN(title, yAxis string, metric func(Run) (float64, bool),
 	return c, nil
 }
 
-// figure is one file of the report.
+// versusClasses draws, per series without its class count and per N, one
+// line of metric (the median of repeated runs) against the number of
+// classes (log scale): how a fixed fleet's cost grows as it is split into
+// classes.
+func (d *dataset) versusClasses(title, yAxis string, metric func(Run) (float64, bool), logY bool) (*chart, error) {
+	c := newChart(title, classesAxis, yAxis)
+	type group struct {
+		k seriesKey // Classes zeroed
+		n int
+	}
+	values := map[group]map[int][]float64{}
+	var order []group
+	var classes []int
+	for _, r := range d.runs {
+		v, ok := metric(r)
+		if !ok || (logY && v <= 0) {
+			continue
+		}
+		k := keyOf(r)
+		k.Classes = 0
+		g := group{k, r.Clients}
+		if values[g] == nil {
+			values[g] = map[int][]float64{}
+			order = append(order, g)
+		}
+		values[g][r.Classes] = append(values[g][r.Classes], v)
+		if !slices.Contains(classes, r.Classes) {
+			classes = append(classes, r.Classes)
+		}
+	}
+	slices.Sort(classes)
+	unclassed := *d
+	unclassed.classesVary = false
+	ylo, yhi := math.Inf(1), 0.0
+	for i, g := range order {
+		var xys plotter.XYs
+		for _, k := range classes {
+			if vs, ok := values[g][k]; ok {
+				v := median(vs)
+				ylo, yhi = min(ylo, v), max(yhi, v)
+				if logY {
+					v = lg(v)
+				}
+				xys = append(xys, plotter.XY{X: lg(float64(k)), Y: v})
+			}
+		}
+		name := fmt.Sprintf("%s N=%d", unclassed.label(g.k), g.n)
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		sc.Color, sc.Shape, sc.Radius = seriesColor(i), seriesGlyph(i), vg.Points(3)
+		thumbs := []plot.Thumbnailer{sc}
+		if len(xys) > 1 {
+			ln, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			ln.Color, ln.Width = seriesColor(i), vg.Points(1.25)
+			c.plot.Add(ln)
+			thumbs = append([]plot.Thumbnailer{ln}, thumbs...)
+		}
+		c.plot.Add(sc)
+		c.add(name, thumbs...)
+	}
+	if len(order) == 0 {
+		c.plot.Title.Text += noDataSuffix
+		return c, nil
+	}
+	ticks := make(plot.ConstantTicks, len(classes))
+	for i, k := range classes {
+		ticks[i] = plot.Tick{Value: lg(float64(k)), Label: strconv.Itoa(k)}
+	}
+	c.plot.X.Tick.Marker = ticks
+	c.plot.X.Min, c.plot.X.Max = logRange(float64(classes[0]), float64(classes[len(classes)-1]), 1.25)
+	if logY {
+		c.plot.Y.Tick.Marker = logTicks125{}
+		c.plot.Y.Min, c.plot.Y.Max = logRange(ylo, yhi, 1.5)
+	} else {
+		c.plot.Y.Min, c.plot.Y.Max = 0, yhi*1.1
+	}
+	return c, nil
+}
+
+// figure is one file of the report; when, if set, says whether the data
+// set calls for it.
 type figure struct {
 	file, title string
 	build       func(*dataset) (*chart, error)
+	when        func(*dataset) bool
 }
 
 var figures = []figure{
-	{latencyCDFFile, "Latency CDF", (*dataset).latencyCDF},
+	{latencyCDFFile, "Latency CDF", (*dataset).latencyCDF, nil},
 	{timeToLastFile, "Time to last client vs N", func(d *dataset) (*chart, error) {
 		return d.versusN(timeToLastTitle, timeToLastAxis, timeToLast, true, 0, "")
-	}},
+	}, nil},
 	{memoryPerStreamFile, "Server memory per idle stream vs N", func(d *dataset) (*chart, error) {
 		return d.versusN(memoryTitle, memoryAxis, kibPerStream, true, streamTargetKiB, streamTargetName)
-	}},
+	}, nil},
 	{cpuFile, "Server CPU per update vs N", func(d *dataset) (*chart, error) {
 		return d.versusN(cpuTitle, cpuAxis, cpuPerUpdate, false, 0, "")
-	}},
+	}, nil},
+	{classesFile, "Time to last client vs classes", func(d *dataset) (*chart, error) {
+		return d.versusClasses(classesTitle, timeToLastAxis, timeToLastAfterSent, true)
+	}, classesVary},
+	{classesCPUFile, "Server CPU per update vs classes", func(d *dataset) (*chart, error) {
+		return d.versusClasses(classesCPUTitle, cpuAxis, cpuPerUpdate, false)
+	}, classesVary},
 }
+
+func classesVary(d *dataset) bool { return d.classesVary }

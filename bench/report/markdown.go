@@ -15,8 +15,13 @@ func (d *dataset) writeMarkdown(w io.Writer, figs []string) error {
 	fmt.Fprintf(&b, "# Fan-out benchmark report\n\nWritten by `xds-bench report` from %d runs. ", len(d.runs))
 	b.WriteString("Times are from the moment the control plane was given the update to each client's receipt; ")
 	b.WriteString("server CPU and RSS are the measured server's (the relay child process), \"—\" where the bench did not measure them.\n\n")
-	for i, f := range figures {
+	i := 0
+	for _, f := range figures {
+		if f.when != nil && !f.when(d) {
+			continue
+		}
 		fmt.Fprintf(&b, "![%s](%s)\n\n", f.title, figs[i])
+		i++
 	}
 	d.writeRuns(&b)
 	d.writeRatios(&b)
@@ -109,7 +114,7 @@ func (d *dataset) scenarios() []scenario {
 	seen := map[scenario]bool{}
 	for _, k := range d.series {
 		for _, n := range d.ns {
-			s := scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn, Clients: n}
+			s := scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn, Clients: n, Unique: k.Unique}
 			if !seen[s] {
 				seen[s] = true
 				out = append(out, s)

@@ -23,3 +23,10 @@ func kibPerStream(r Run) (float64, bool) {
 	}
 	return float64(r.ServerRSSIdle-r.ServerRSSBase) / float64(r.Clients) / 1024, true
 }
+
+// timeToLastAfterSent is the time to the last client with the upstream's
+// own sending taken out (each client from its class's sent instant), in
+// seconds; results that predate it have none.
+func timeToLastAfterSent(r Run) (float64, bool) {
+	return r.AfterSentLast.Seconds(), r.AfterSentLast > 0
+}

@@ -27,13 +27,16 @@ func Write(dir string, runs []Run, opts Options) error {
 		return err
 	}
 	d := newDataset(runs)
-	names := make([]string, len(figures))
-	for i, f := range figures {
+	var names []string
+	for _, f := range figures {
+		if f.when != nil && !f.when(d) {
+			continue
+		}
 		c, err := f.build(d)
 		if err != nil {
 			return fmt.Errorf("figure %s: %w", f.file, err)
 		}
-		names[i] = f.file + ".svg"
+		names = append(names, f.file+".svg")
 		exts := []string{".svg"}
 		if opts.PNG {
 			exts = append(exts, ".png")

@@ -303,6 +303,9 @@ func TestUnmeasuredServerIsLeftOut(t *testing.T) {
 		t.Errorf("report.md without relay runs:\n%s", md)
 	}
 	for _, f := range figures {
+		if f.when != nil && !f.when(newDataset(runs)) {
+			continue
+		}
 		pf, err := os.Open(filepath.Join(dir, f.file+".png"))
 		if err != nil {
 			t.Fatal(err)
@@ -353,5 +356,58 @@ func TestRepeatedRunsUseTheMedian(t *testing.T) {
 	}
 	if got := strings.Count(string(md), "\n| relay |"); got != 3 {
 		t.Errorf("%d relay rows, want every run (3)", got)
+	}
+}
+
+// A sweep over classes gets the figures against the class count: one line
+// per target and N, a point per class count; without one it gets none.
+func TestClassesFigures(t *testing.T) {
+	ms := time.Millisecond
+	var runs []Run
+	for i, classes := range []int{1, 10, 100} {
+		for _, target := range []string{"relay", "limit"} {
+			r := run(target, "snapshot", false, 1000, 10*ms, time.Duration(300+100*i)*ms, 200*ms, 100*mib)
+			r.Classes, r.AfterSentLast = classes, time.Duration(200+100*i)*ms
+			runs = append(runs, r)
+		}
+	}
+	dir := writeReport(t, runs, Options{})
+	for _, f := range []struct{ file, title string }{{"classes.svg", classesTitle}, {"classes-cpu.svg", classesCPUTitle}} {
+		doc := readSVG(t, filepath.Join(dir, f.file))
+		if !doc.hasText(f.title) || !doc.hasText(classesAxis) || !doc.hasText("relay sotw N=1000") || !doc.hasText("100") {
+			t.Errorf("%s: texts %v", f.file, doc.texts)
+		}
+		for i := range 2 {
+			if !slices.ContainsFunc(doc.stroked(seriesColor(i)), func(p svgPath) bool { return p.polyline(3) }) {
+				t.Errorf("%s: series %d has no line through its 3 class counts", f.file, i)
+			}
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "(classes.svg)") {
+		t.Errorf("report.md does not show the classes figure:\n%s", md)
+	}
+
+	one := writeReport(t, runs[:2], Options{})
+	if _, err := os.Stat(filepath.Join(one, "classes.svg")); !os.IsNotExist(err) {
+		t.Errorf("classes.svg written for one class count: %v", err)
+	}
+}
+
+// Runs of another overlap are another series, named by their overlap.
+func TestOverlapIsASeries(t *testing.T) {
+	ms := time.Millisecond
+	a := run("relay", "snapshot", false, 1000, 10*ms, 300*ms, 200*ms, 100*mib)
+	b := a
+	b.Unique, b.Last = 0.1, 900*ms
+	d := newDataset([]Run{a, b})
+	if len(d.series) != 2 {
+		t.Fatalf("%d series, want 2", len(d.series))
+	}
+	if got := d.label(keyOf(b)); got != "relay sotw, overlap 0.9" {
+		t.Errorf("label %q, want the overlap named", got)
 	}
 }

@@ -15,6 +15,7 @@ type seriesKey struct {
 	Service           string
 	Clusters, Classes int
 	StreamsPerConn    int
+	Unique            float64 // 1 − overlap
 }
 
 // scenario is what the relay is compared at: a series key without the
@@ -24,19 +25,20 @@ type scenario struct {
 	Service                 string
 	Clusters, Classes       int
 	StreamsPerConn, Clients int
+	Unique                  float64
 }
 
 func keyOf(r Run) seriesKey {
 	return seriesKey{
 		Target: r.Target, Cache: r.Cache, Delta: r.Delta, Service: r.Service,
-		Clusters: r.Clusters, Classes: r.Classes, StreamsPerConn: r.StreamsPerConn,
+		Clusters: r.Clusters, Classes: r.Classes, StreamsPerConn: r.StreamsPerConn, Unique: r.Unique,
 	}
 }
 
 func scenarioOf(r Run) scenario {
 	return scenario{
 		Delta: r.Delta, Service: r.Service, Clusters: r.Clusters, Classes: r.Classes,
-		StreamsPerConn: r.StreamsPerConn, Clients: r.Clients,
+		StreamsPerConn: r.StreamsPerConn, Clients: r.Clients, Unique: r.Unique,
 	}
 }
 
@@ -66,6 +68,7 @@ func compareKeys(a, b seriesKey) int {
 		cmp.Compare(a.Clusters, b.Clusters),
 		cmp.Compare(a.Classes, b.Classes),
 		cmp.Compare(a.StreamsPerConn, b.StreamsPerConn),
+		cmp.Compare(a.Unique, b.Unique),
 	)
 }
 
@@ -106,6 +109,7 @@ type dataset struct {
 	// Which dimensions vary across the runs and so appear in labels.
 	cacheVaries                                         map[string]bool // per target
 	serviceVaries, clustersVary, classesVary, spcVaries bool
+	overlapVaries                                       bool
 }
 
 func newDataset(runs []Run) *dataset {
@@ -113,6 +117,7 @@ func newDataset(runs []Run) *dataset {
 	slices.SortStableFunc(d.runs, compareRuns)
 	caches := map[string]map[string]bool{}
 	services, clusters, classes, spcs := map[string]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
+	uniques := map[float64]bool{}
 	for _, r := range d.runs {
 		k := keyOf(r)
 		if _, ok := d.index[k]; !ok {
@@ -127,12 +132,14 @@ func newDataset(runs []Run) *dataset {
 		}
 		caches[r.Target][r.Cache] = true
 		services[r.Service], clusters[r.Clusters], classes[r.Classes], spcs[r.StreamsPerConn] = true, true, true, true
+		uniques[r.Unique] = true
 	}
 	slices.Sort(d.ns)
 	for t, cs := range caches {
 		d.cacheVaries[t] = len(cs) > 1
 	}
 	d.serviceVaries, d.clustersVary, d.classesVary, d.spcVaries = len(services) > 1, len(clusters) > 1, len(classes) > 1, len(spcs) > 1
+	d.overlapVaries = len(uniques) > 1
 	return d
 }
 
@@ -157,7 +164,7 @@ func (d *dataset) label(k seriesKey) string {
 	if k.Cache != "" && (k.Target == "direct" || d.cacheVaries[k.Target]) {
 		b.WriteString("/" + k.Cache)
 	}
-	b.WriteString(" " + d.scenarioLabel(scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn}))
+	b.WriteString(" " + d.scenarioLabel(scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn, Unique: k.Unique}))
 	return b.String()
 }
 
@@ -176,6 +183,9 @@ func (d *dataset) scenarioLabel(s scenario) string {
 	}
 	if d.spcVaries {
 		parts = append(parts, fmt.Sprintf("%d streams/conn", s.StreamsPerConn))
+	}
+	if d.overlapVaries {
+		parts = append(parts, fmt.Sprintf("overlap %g", 1-s.Unique))
 	}
 	return strings.Join(parts, ", ")
 }

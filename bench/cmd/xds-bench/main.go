@@ -3,8 +3,10 @@
 // go-control-plane upstream, go-control-plane itself, a bare gRPC server or
 // plain TCP writing the same bytes), each target's server a child process
 // measured from /proc; pushes one CDS update and reports upstream-send →
-// client-receive times and the server's CPU and memory. It sweeps every
-// combination of --clients and --target and prints them side by side. See
+// client-receive times (raw, and after the upstream had sent each class's
+// update) and the server's CPU and memory; with --churn, then sustained EDS
+// updates and their latency percentiles. It sweeps every combination of
+// --classes, --clients and --target and prints them side by side. See
 // docs/benchmarks.md.
 package main
 
@@ -41,8 +43,11 @@ to choose the control plane's cache, default --cache):
   tcp     plain TCP clients → a server (child) writing the same bytes as
           length-prefixed frames: the kernel/loopback floor
 
-Every combination of --clients and --target runs in sequence, each with fresh
-processes; the table at the end gives ratios to limit at the same N.
+Every combination of --classes, --clients and --target runs in sequence, each
+with fresh processes; the table at the end gives ratios to limit at the same N
+and class count. "upstream sent" is when the last class's update had been sent
+(the relay's control plane, timed; other targets: their own publication), and
+"last after sent" the time to the last client from its own class's instant.
 
 flags:
 `
@@ -66,8 +71,12 @@ func main() {
 	targets := flag.String("target", "relay", "comma-separated targets: relay, direct, limit, tcp (relay and direct: NAME:snapshot or NAME:linear)")
 	cacheKind := flag.String("cache", "snapshot", "default go-control-plane cache of relay and direct: snapshot or linear")
 	clientList := flag.String("clients", "1000", "comma-separated numbers of client streams (wildcard CDS) to sweep")
-	classes := flag.Int("classes", 1, "number of node classes the clients are spread over")
+	classList := flag.String("classes", "1", "comma-separated numbers of node classes the clients are spread over (round robin), to sweep")
 	clusters := flag.Int("clusters", 1000, "clusters in each class's CDS state")
+	overlap := flag.Float64("overlap", 1, "fraction of each class's clusters byte-identical across classes (the rest are unique to their class: same names, another EDS service name)")
+	churn := flag.Float64("churn", 0, "after the update, a sustained run of this many EDS updates per second spread round robin over the classes, every client subscribed to its class's load assignment; reports update → client latency percentiles (SotW; targets relay, limit, direct:snapshot)")
+	duration := flag.Duration("duration", 30*time.Second, "how long --churn updates")
+	heapDir := flag.String("heap-profile", "", "write the relay's heap profile (/debug/pprof/heap?gc=1 on its admin port), taken once every client holds the update, to DIR/heap-CLASSESc-Nn.pb.gz")
 	delta := flag.Bool("delta", false, "clients speak incremental (delta) xDS instead of state of the world")
 	service := flag.String("service", bench.ServiceADS, "gRPC service the clients use: ads (aggregated) or cds (ClusterDiscoveryService); direct serves ads only")
 	perConn := flag.Int("streams-per-conn", 1, "client streams sharing one gRPC connection (tcp: must be 1); the relay allows 100 by default (limits.max_streams_per_connection)")
@@ -92,13 +101,21 @@ func main() {
 	if err != nil {
 		fail(fmt.Errorf("--clients: %w", err))
 	}
+	classSweep, err := parseInts(*classList)
+	if err != nil {
+		fail(fmt.Errorf("--classes: %w", err))
+	}
+	if *overlap < 0 || *overlap > 1 {
+		fail(fmt.Errorf("--overlap %v: want 0 to 1", *overlap))
+	}
 	self, err := os.Executable()
 	if err != nil {
 		fail(err)
 	}
 	base := bench.FanoutConfig{
 		BenchBin: self, RelayConfig: *relayConfig,
-		Classes: *classes, Clusters: *clusters, Delta: *delta, Service: *service, StreamsPerConn: *perConn,
+		Clusters: *clusters, Unique: 1 - *overlap, Churn: *churn, ChurnDuration: *duration,
+		Delta: *delta, Service: *service, StreamsPerConn: *perConn,
 		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, Timeout: *timeout,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	}
@@ -115,9 +132,9 @@ func main() {
 		}
 	}
 
-	configFor := func(spec string, n int) bench.FanoutConfig {
+	configFor := func(spec string, n, classes int) bench.FanoutConfig {
 		cfg := base
-		cfg.Clients = n
+		cfg.Clients, cfg.Classes = n, classes
 		cfg.Target, cfg.Cache, _ = strings.Cut(spec, ":")
 		if cfg.Cache == "" {
 			cfg.Cache = *cacheKind
@@ -125,7 +142,8 @@ func main() {
 		return cfg
 	}
 	if *warmup {
-		cfg := configFor(specs[0], slices.Max(ns))
+		cfg := configFor(specs[0], slices.Max(ns), classSweep[0])
+		cfg.Churn = 0
 		cfg.Progress = terminalProgress(*quiet, "warm-up")
 		if _, err := bench.RunFanout(context.Background(), cfg); err != nil {
 			fmt.Fprintf(os.Stderr, "xds-bench: warm-up (%s N=%d): %v\n", specs[0], cfg.Clients, err)
@@ -133,19 +151,25 @@ func main() {
 	}
 	results := []*bench.FanoutResult{} // JSON: [] rather than null
 	failed := false
-	for _, n := range ns {
-		for _, spec := range specs {
-			cfg := configFor(spec, n)
-			cfg.Progress = terminalProgress(*quiet, fmt.Sprintf("%s N=%d", spec, n))
-			res, err := bench.RunFanout(context.Background(), cfg)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "xds-bench: %s N=%d: %v\n", spec, n, err)
-				failed = true
-				continue
+	for _, classes := range classSweep {
+		for _, n := range ns {
+			for _, spec := range specs {
+				cfg := configFor(spec, n, classes)
+				name := fmt.Sprintf("%s N=%d classes=%d", spec, n, classes)
+				cfg.Progress = terminalProgress(*quiet, name)
+				if *heapDir != "" && cfg.Target == bench.TargetRelay {
+					cfg.HeapProfile = filepath.Join(*heapDir, fmt.Sprintf("heap-%dc-%dn.pb.gz", classes, n))
+				}
+				res, err := bench.RunFanout(context.Background(), cfg)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "xds-bench: %s: %v\n", name, err)
+					failed = true
+					continue
+				}
+				fmt.Fprintf(os.Stderr, "xds-bench: %s: last %v (%v after sent), server CPU %v, RSS idle %.1f MiB\n",
+					name, res.Last.Round(time.Millisecond), res.AfterSentLast.Round(time.Millisecond), res.ServerCPU, float64(res.ServerRSSIdle)/(1<<20))
+				results = append(results, res)
 			}
-			fmt.Fprintf(os.Stderr, "xds-bench: %s N=%d: last %v, server CPU %v, RSS idle %.1f MiB\n",
-				label(res), n, res.Last.Round(time.Millisecond), res.ServerCPU, float64(res.ServerRSSIdle)/(1<<20))
-			results = append(results, res)
 		}
 	}
 	proto := "sotw"
@@ -156,9 +180,15 @@ func main() {
 	if *window > 0 {
 		win = fmt.Sprintf("window %d B", *window)
 	}
-	fmt.Printf("%s clients, service %s, %d per connection, %s; %d classes, %d clusters; one cluster changed\n", proto, *service, *perConn, win, *classes, *clusters)
+	fmt.Printf("%s clients, service %s, %d per connection, %s; classes %s, %d clusters, overlap %v; one cluster changed\n", proto, *service, *perConn, win, *classList, *clusters, *overlap)
 	if err := writeTable(os.Stdout, results); err != nil {
 		fail(err)
+	}
+	if *churn > 0 {
+		fmt.Printf("\nchurn: %v EDS updates/s for %v, round robin over the classes\n", *churn, *duration)
+		if err := writeChurnTable(os.Stdout, results); err != nil {
+			fail(err)
+		}
 	}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(results, "", "  ")
