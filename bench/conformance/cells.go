@@ -1,0 +1,64 @@
+package conformance
+
+import "time"
+
+// Cells is the matrix of upstreams, in the order the test runs them.
+func Cells() []Cell {
+	return []Cell{
+		{Name: "snapshot-ads/sotw", Upstream: UpSnapshotADS},
+		{Name: "snapshot-ads/delta", Upstream: UpSnapshotADS, Delta: true},
+		{Name: "snapshot/sotw", Upstream: UpSnapshot},
+		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true},
+		{Name: "linear/sotw", Upstream: UpLinear},
+		{Name: "linear/delta", Upstream: UpLinear, Delta: true},
+		{Name: "file", Upstream: UpFile},
+		{Name: "chain/sotw", Upstream: UpChain},
+		{Name: "chain/delta", Upstream: UpChain, Delta: true},
+	}
+}
+
+// CellByName returns the cell named name.
+func CellByName(name string) (Cell, bool) {
+	for _, c := range Cells() {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Cell{}, false
+}
+
+// genOptions are the generator's options for a cell; all includes the
+// features the cell excludes by default.
+func genOptions(c Cell, steps int, all bool) GenOptions {
+	o := GenOptions{Steps: steps, Clients: 4, Exclude: map[Feature]bool{}, Restarts: c.canRestart()}
+	if !all {
+		for f := range c.Exclude {
+			o.Exclude[f] = true
+		}
+	}
+	return o
+}
+
+// Shrink drops steps from a diverging schedule while it still diverges
+// (chunks of halving size, the final quiet point kept), within budget.
+func Shrink(cell Cell, s Schedule, o RunOptions, budget time.Duration, logf func(string, ...any)) Schedule {
+	deadline := time.Now().Add(budget)
+	cur := s
+	for chunk := len(cur.Steps) / 2; chunk >= 1; chunk /= 2 {
+		for i := 0; i+chunk < len(cur.Steps); {
+			if time.Now().After(deadline) {
+				logf("shrink: budget spent at %d steps", len(cur.Steps))
+				return cur
+			}
+			cand := cur
+			cand.Steps = append(append([]Step(nil), cur.Steps[:i]...), cur.Steps[i+chunk:]...)
+			if IsDivergence(Run(cell, cand, o)) {
+				cur = cand
+				logf("shrink: %d steps", len(cur.Steps))
+			} else {
+				i += chunk
+			}
+		}
+	}
+	return cur
+}
