@@ -29,12 +29,15 @@ type RunOptions struct {
 	// negative: no hold.
 	Hold time.Duration
 	Log  *zap.Logger // the relays' logger; nil: none
+	// Trace, if set, is told how long each quiet point took.
+	Trace func(format string, args ...any)
 }
 
 // Divergence is a quiet point at which a client did not hold what the model
 // says.
 type Divergence struct {
 	Step   int    // index of the quiet step
+	Hold   bool   // seen during the final hold, after the clients had conformed
 	Report string // what each non-conforming client held and should hold
 }
 
@@ -126,7 +129,12 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 				return err
 			}
 		case "quiet":
-			if report := quiet(model, clients, o.Wait); report != "" {
+			began := time.Now()
+			report := quiet(model, clients, o.Wait)
+			if o.Trace != nil {
+				o.Trace("quiet step %d took %v", i, time.Since(began))
+			}
+			if report != "" {
 				return &Divergence{Step: i, Report: report}
 			}
 			model.Quiet()
@@ -136,7 +144,7 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 	}
 	if o.Hold > 0 {
 		if report := hold(model, clients, o.Hold); report != "" {
-			return &Divergence{Step: len(s.Steps) - 1, Report: "after conforming, during the final hold:\n" + report}
+			return &Divergence{Step: len(s.Steps) - 1, Hold: true, Report: "after conforming, during the final hold:\n" + report}
 		}
 	}
 	return nil

@@ -128,19 +128,28 @@ type Feature string
 
 // Features the generator knows.
 const (
-	FLegacy     Feature = "legacy-wildcard"   // the legacy empty request
-	FStar       Feature = "star"              // explicit "*" alone
-	FNames      Feature = "names"             // named subscriptions
-	FStarNames  Feature = "star+names"        // "*" plus names (and legacy wildcard plus names)
-	FNone       Feature = "unsubscribe-all"   // a subscription to nothing after names
-	FNACK       Feature = "nack"              // a client NACKs its next response
-	FReconnect  Feature = "reconnect"         // a client reconnects with what it holds
-	FRestart    Feature = "upstream-restart"  // the control plane restarts
-	FDelete     Feature = "delete"            // upstream deletions
-	FDelta      Feature = "delta-clients"     // incremental clients
-	FSotW       Feature = "sotw-clients"      // state-of-the-world clients
-	FPerType    Feature = "per-type-services" // clients on the per-type services
-	FClassMixes Feature = "mixed-class"       // SotW and delta clients of one class, wildcard and named
+	FLegacy    Feature = "legacy-wildcard"   // the legacy empty request
+	FStar      Feature = "star"              // explicit "*" alone
+	FNames     Feature = "names"             // named subscriptions
+	FStarNames Feature = "star+names"        // "*" plus names (and legacy wildcard plus names)
+	FNone      Feature = "unsubscribe-all"   // a subscription to nothing after names
+	FEmptyName Feature = "empty-name"        // the name "" (a subscription some clients send to mean nothing)
+	FNACK      Feature = "nack"              // a client NACKs its next response
+	FReconnect Feature = "reconnect"         // a client reconnects with what it holds
+	FRestart   Feature = "upstream-restart"  // the control plane restarts
+	FDelete    Feature = "delete"            // upstream deletions
+	FDelta     Feature = "delta-clients"     // incremental clients
+	FSotW      Feature = "sotw-clients"      // state-of-the-world clients
+	FPerType   Feature = "per-type-services" // clients on the per-type services
+	// FMix: one class holds wildcard and named subscriptions of a type, at
+	// once or one after the other. Excluded, class a subscribes only by
+	// wildcard (legacy or "*") and class b only by names.
+	FMix Feature = "wildcard-and-names-in-class"
+	// FShrink: a class's interest in a name or the wildcard goes away and
+	// may come back (unsubscriptions, clients leaving or reconnecting).
+	// Excluded, subscriptions only grow and clients neither leave nor
+	// reconnect.
+	FShrink Feature = "interest-shrinks"
 )
 
 // Names of the resource pool: a few per type, plus one never created
@@ -187,6 +196,7 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 	var live []int
 	next := 0
 	classOf := map[int]string{}
+	subs := map[int]map[string]*SubSpec{} // client -> type -> current subscription
 	join := func() {
 		next++
 		c := next
@@ -198,21 +208,26 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 		default:
 			st.Delta = rng.IntN(2) == 0
 		}
-		if !on(FClassMixes) {
-			// One class per protocol: SotW clients in class a, delta in b.
-			st.Class = map[bool]string{false: "a", true: "b"}[st.Delta]
-		}
-		classOf[c] = st.Class
+		classOf[c], subs[c] = st.Class, map[string]*SubSpec{}
 		add(st)
 		live = append(live, c)
 	}
 	sub := func(c int) {
 		t := shortTypes[rng.IntN(len(shortTypes))]
+		prev := subs[c][t]
 		var kinds []Feature
-		for _, f := range []Feature{FLegacy, FStar, FNames, FNames, FStarNames, FNone} {
-			if on(f) {
-				kinds = append(kinds, f)
+		for _, f := range []Feature{FLegacy, FStar, FNames, FNames, FStarNames, FNone, FEmptyName} {
+			if !on(f) {
+				continue
 			}
+			wild := f == FLegacy || f == FStar || f == FStarNames
+			if !on(FMix) && (f == FStarNames || (classOf[c] == "a") != wild) {
+				continue
+			}
+			if !on(FShrink) && (f == FNone || f == FEmptyName || (prev != nil && prev.Wildcard && !wild)) {
+				continue
+			}
+			kinds = append(kinds, f)
 		}
 		if len(kinds) == 0 {
 			return
@@ -220,7 +235,7 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 		names := func() []string {
 			var out []string
 			for _, n := range pool[t] {
-				if rng.IntN(2) == 0 {
+				if rng.IntN(2) == 0 || (!on(FShrink) && prev != nil && slices.Contains(prev.Names, n)) {
 					out = append(out, n)
 				}
 			}
@@ -241,7 +256,10 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 			spec.Wildcard, spec.Names = true, names()
 			spec.Legacy = rng.IntN(2) == 0
 		case FNone:
+		case FEmptyName:
+			spec.Names = []string{""}
 		}
+		subs[c][t] = spec
 		add(Step{Op: "sub", Client: c, Type: t, Sub: spec})
 	}
 	join()
@@ -252,7 +270,7 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 		case r < 12 && len(live) < o.Clients:
 			join()
 			sub(live[len(live)-1])
-		case r < 17 && len(live) > 1:
+		case r < 17 && len(live) > 1 && on(FShrink):
 			i := rng.IntN(len(live))
 			add(Step{Op: "leave", Client: live[i]})
 			live = slices.Delete(live, i, i+1)
@@ -260,7 +278,7 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 			sub(live[rng.IntN(len(live))])
 		case r < 45 && len(live) > 0 && on(FNACK):
 			add(Step{Op: "nack", Client: live[rng.IntN(len(live))], Type: shortTypes[rng.IntN(len(shortTypes))]})
-		case r < 50 && len(live) > 0 && on(FReconnect):
+		case r < 50 && len(live) > 0 && on(FReconnect) && on(FShrink):
 			add(Step{Op: "reconnect", Client: live[rng.IntN(len(live))]})
 		case r < 53 && o.Restarts && on(FRestart):
 			add(Step{Op: "restart"})
