@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	flagSchedules = flag.Int("conformance.schedules", 4, "schedules per cell")
+	flagSchedules = flag.Int("conformance.schedules", 10, "schedules per cell")
 	flagSeed      = flag.Uint64("conformance.seed", 1, "seed of each cell's first schedule (the i-th uses seed+i)")
 	flagSteps     = flag.Int("conformance.steps", 40, "events per schedule (besides quiet points)")
 	flagCell      = flag.String("conformance.cell", "", "run only the cells whose name contains this")
