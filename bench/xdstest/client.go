@@ -31,15 +31,16 @@ type Sub struct {
 	Names    []string // explicit names (besides the wildcard)
 }
 
-// String renders a subscription as in the spec's examples: [] for the
-// legacy wildcard, [*], [a b], [* a].
+// String renders a subscription as in the spec's examples: legacy[] for
+// the legacy wildcard alone, [*], [a b], [* a] (a legacy wildcard with
+// names included).
 func (s Sub) String() string {
-	names := slices.Clone(s.Names)
-	if s.Wildcard && (!s.Legacy || len(names) > 0) {
-		names = append([]string{"*"}, names...)
+	if s.Wildcard && s.Legacy && len(s.Names) == 0 {
+		return "legacy[]"
 	}
-	if s.Wildcard && s.Legacy {
-		return fmt.Sprintf("legacy%v", names)
+	names := slices.Clone(s.Names)
+	if s.Wildcard {
+		names = append([]string{"*"}, names...)
 	}
 	return fmt.Sprint(names)
 }

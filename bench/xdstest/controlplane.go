@@ -21,6 +21,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // Cache kinds of a ControlPlane.
@@ -64,14 +65,19 @@ type ControlPlane struct {
 	cache  cachev3.Cache
 
 	// Guarded by mu: the state served and the server's incarnation.
-	mu      sync.Mutex
-	state   map[string]map[string]types.Resource // type URL -> name -> resource
-	version int
-	srv     *grpc.Server
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the incarnation's Serve returned; nil when down
-	stats   CPStats
+	mu       sync.Mutex
+	state    map[string]map[string]types.Resource // type URL -> name -> resource
+	version  int
+	srv      *grpc.Server
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the incarnation's Serve returned; nil when down
+	stats    CPStats
+	sotwReq  []*discoveryv3.DiscoveryRequest      // the last maxRequests SotW requests
+	deltaReq []*discoveryv3.DeltaDiscoveryRequest // the last maxRequests delta requests
 }
+
+// maxRequests bounds the requests a ControlPlane keeps per protocol.
+const maxRequests = 4096
 
 // CPStats counts what the control plane saw.
 type CPStats struct {
@@ -143,11 +149,21 @@ func (cp *ControlPlane) serveLocked(lis net.Listener) {
 			return nil
 		},
 		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
-			count(func(s *CPStats) { s.Requests += 1; s.NACKs += boolInt(r.GetErrorDetail() != nil) })
+			r = proto.Clone(r).(*discoveryv3.DiscoveryRequest)
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			cp.stats.Requests++
+			cp.stats.NACKs += boolInt(r.GetErrorDetail() != nil)
+			cp.sotwReq = appendBounded(cp.sotwReq, r)
 			return nil
 		},
 		StreamDeltaRequestFunc: func(_ int64, r *discoveryv3.DeltaDiscoveryRequest) error {
-			count(func(s *CPStats) { s.Requests += 1; s.NACKs += boolInt(r.GetErrorDetail() != nil) })
+			r = proto.Clone(r).(*discoveryv3.DeltaDiscoveryRequest)
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			cp.stats.Requests++
+			cp.stats.NACKs += boolInt(r.GetErrorDetail() != nil)
+			cp.deltaReq = appendBounded(cp.deltaReq, r)
 			return nil
 		},
 	}
@@ -164,6 +180,22 @@ func (cp *ControlPlane) serveLocked(lis net.Listener) {
 		defer close(done)
 		_ = srv.Serve(lis)
 	}()
+}
+
+func appendBounded[T any](s []T, v T) []T {
+	if len(s) == maxRequests {
+		s = s[1:]
+	}
+	return append(s, v)
+}
+
+// Requests returns the last requests received (up to 4096 per protocol),
+// oldest first, as go-control-plane's callbacks saw them (the server has
+// copied the stream's node into each).
+func (cp *ControlPlane) Requests() ([]*discoveryv3.DiscoveryRequest, []*discoveryv3.DeltaDiscoveryRequest) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return slices.Clone(cp.sotwReq), slices.Clone(cp.deltaReq)
 }
 
 func boolInt(b bool) int {
