@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -52,6 +53,9 @@ type Event struct {
 	Names   []string // resources carried
 	Removed []string // delta removed_resources
 	NACKed  bool
+	// Response is the response as received: a *discoveryv3.DiscoveryResponse
+	// or *discoveryv3.DeltaDiscoveryResponse. Read-only.
+	Response proto.Message
 }
 
 // Client is a raw xDS client of one protocol and service. Its methods are
@@ -69,6 +73,7 @@ type Client struct {
 	types   map[string]*typeState
 	changed chan struct{} // closed and replaced on every change of state
 	log     []Event       // bounded: the last maxLog events
+	cursor  int           // Next's position in log
 	closed  bool
 }
 
@@ -237,8 +242,34 @@ func (c *Client) receive(sess *session, s *clientStream) {
 func (c *Client) logLocked(e Event) {
 	if len(c.log) == maxLog {
 		c.log = c.log[1:]
+		c.cursor = max(0, c.cursor-1)
 	}
 	c.log = append(c.log, e)
+}
+
+// Next returns the next response handled that Next has not returned yet
+// (in order; up to 1024 are kept), waiting for one until ctx ends or a
+// stream of the current session ends.
+func (c *Client) Next(ctx context.Context) (Event, error) {
+	for {
+		c.mu.Lock()
+		if c.cursor < len(c.log) {
+			e := c.log[c.cursor]
+			c.cursor++
+			c.mu.Unlock()
+			return e, nil
+		}
+		ch, err := c.changed, c.sess.err
+		c.mu.Unlock()
+		if err != nil {
+			return Event{}, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
 }
 
 func nackDetail(typeURL string) *status.Status {
@@ -258,7 +289,7 @@ func (c *Client) handleSotWLocked(r *discoveryv3.DiscoveryResponse) error {
 		}
 		got[name] = a
 	}
-	ev := Event{TypeURL: typeURL, Version: r.GetVersionInfo(), Names: slices.Sorted(maps.Keys(got))}
+	ev := Event{TypeURL: typeURL, Version: r.GetVersionInfo(), Names: slices.Sorted(maps.Keys(got)), Response: r}
 	if ts.nack > 0 {
 		ts.nack--
 		ts.nacked++
@@ -297,7 +328,7 @@ func (c *Client) handleDeltaLocked(r *discoveryv3.DeltaDiscoveryResponse) error 
 	ts := c.typeLocked(typeURL)
 	ts.received++
 	ts.nonce = r.GetNonce()
-	ev := Event{TypeURL: typeURL, Version: r.GetSystemVersionInfo(), Removed: slices.Sorted(slices.Values(r.GetRemovedResources()))}
+	ev := Event{TypeURL: typeURL, Version: r.GetSystemVersionInfo(), Removed: slices.Sorted(slices.Values(r.GetRemovedResources())), Response: r}
 	for _, res := range r.GetResources() {
 		ev.Names = append(ev.Names, res.GetName())
 	}

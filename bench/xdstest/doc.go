@@ -12,7 +12,9 @@
 // it holds by the client rules of the xDS spec: for SotW the last accepted
 // response of Listener and Cluster, the merge of accepted responses for the
 // other types; for delta the resources applied and removed; in both, only
-// the names its current subscription covers.
+// the names its current subscription covers. Tests that assert response by
+// response read them in order with Next (each Event keeps the response as
+// received); tests that assert state wait with WaitFor on Held.
 //
 // Resources builds small, valid resources of the four core types whose
 // content is a generation number, so a test can say "cluster c1 at

@@ -71,6 +71,11 @@ func TestClientAgainstControlPlane(t *testing.T) {
 					}
 					waitHeld(t, c, ClusterType, map[string]int{"a": 1, "b": 1})
 					waitHeld(t, c, EndpointType, map[string]int{"a": 1})
+					nctx, ncancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer ncancel()
+					if e, err := c.Next(nctx); err != nil || e.Response == nil || e.NACKed {
+						t.Fatalf("Next: %+v, %v", e, err)
+					}
 
 					c.NACK(ClusterType, 1)
 					if err := cp.Set(ClusterType, Resource(ClusterType, "a", 2)); err != nil {
