@@ -100,7 +100,7 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 			if rc == nil {
 				continue
 			}
-			if err := rc.c.Subscribe(xdstest.Long(st.Type), st.Sub.sub()); err != nil && rc.c.Err() == nil && !strings.Contains(err.Error(), "cannot subscribe to nothing") {
+			if err := rc.c.Subscribe(xdstest.Long(st.Type), st.Sub.sub()); err != nil && rc.c.Err() == nil && !errors.Is(err, xdstest.ErrNothingFirst) {
 				return &Divergence{Step: i, Report: fmt.Sprintf("c%d: %s: %v", st.Client, st, err)}
 			}
 		case "nack":

@@ -18,6 +18,10 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
+// ErrNothingFirst: a SotW client cannot subscribe to nothing before it
+// sent a name for the type (an empty list would be the legacy wildcard).
+var ErrNothingFirst = errors.New("xdstest: SotW cannot subscribe to nothing before any name was sent")
+
 // Options say how a Client talks.
 type Options struct {
 	Node  *corev3.Node // sent on the first request of every stream
@@ -471,7 +475,7 @@ func (c *Client) Subscribe(typeURL string, s Sub) error {
 		}
 		names = append(names, s.Names...)
 		if len(names) == 0 && canLegacy && !s.Wildcard {
-			return errors.New("xdstest: SotW cannot subscribe to nothing before any name was sent")
+			return ErrNothingFirst
 		}
 		return c.SendSotW(typeURL, names)
 	}
