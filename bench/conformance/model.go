@@ -33,7 +33,9 @@ import (
 //     (docs/architecture.md "When a stream is sent something": "NACK ...
 //     the NACKed version is not re-sent"). A name whose held content
 //     differs from the model is accepted when the client's last NACKed
-//     word on it was exactly the model's (the relay offered it).
+//     word on it was exactly the model's (the relay offered it); a
+//     lingering RouteConfiguration or ClusterLoadAssignment (staleER) may
+//     linger at the content the client kept when it NACKed a newer one.
 //
 // Timing, not state: names that are never answered (a Listener or Cluster
 // that does not exist) hold a shard back for shard.PendingGrace
@@ -120,7 +122,9 @@ func (m *Model) Check(t string, v ClientView) []string {
 		case exists:
 			problems = append(problems, fmt.Sprintf("%s %s: missing, want gen %d", t, n, want))
 		case !has:
-		case staleER && slices.Contains(m.recent[t][n], got):
+		case staleER && (slices.Contains(m.recent[t][n], got) || rejected):
+			// Lingering at a recent content, or at the one it kept when it
+			// NACKed a newer one (both exceptions at once).
 		case rejected && rej == 0:
 		default:
 			problems = append(problems, fmt.Sprintf("%s %s: gen %d held, want absent (deleted or never created)", t, n, got))

@@ -26,6 +26,8 @@ func TestModelCheck(t *testing.T) {
 		{"deleted endpoint, SotW client (spec: no SotW deletion)", false, "E", ClientView{Sub: wild, Held: map[string]int{"e1": 1}}, true},
 		{"deleted endpoint at a content it never had", true, "E", ClientView{Sub: wild, Held: map[string]int{"e1": 7}}, false},
 		{"NACKed the model's content", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 1}, Rejected: map[string]int{"c1": 2}}, true},
+		{"deleted endpoint kept at the content before a NACK", true, "E", ClientView{Delta: true, Sub: wild, Held: map[string]int{"e1": 7}, Rejected: map[string]int{"e1": 8}}, true},
+		{"deleted cluster kept at the content before a NACK", true, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 2, "c2": 1}, Rejected: map[string]int{"c2": 2}}, false},
 		{"NACKed another content", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 1}, Rejected: map[string]int{"c1": 3}}, false},
 		{"NACKed the deletion", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 2, "c2": 1}, Rejected: map[string]int{"c2": 0}}, true},
 	} {
@@ -60,7 +62,18 @@ func TestGenerateHonoursExclusions(t *testing.T) {
 				t.Fatalf("%s seed %d: not deterministic", cell.Name, seed)
 			}
 			classWild := map[int]bool{}
+			deleted := false
 			for _, st := range s.Steps {
+				switch st.Op {
+				case "delete":
+					deleted = true
+				case "quiet":
+					deleted = false
+				case "restart":
+					if deleted && o.Exclude[FDeleteAcrossRestart] {
+						t.Fatalf("%s seed %d: a restart right after a deletion", cell.Name, seed)
+					}
+				}
 				if st.Op == "join" {
 					classWild[st.Client] = st.Class == "a"
 				}
