@@ -22,9 +22,15 @@ const (
 )
 
 // whyRestart: a SotW upstream stream that reconnects with its last
-// version is not told of a deletion it missed when nothing is left to send.
+// version is not told of a deletion it missed (before the restart or while
+// reconnecting) when nothing is left to send.
 const whyRestart = "new: go-control-plane (snapshot and linear) does not send a SotW stream that reconnects with version_info " +
 	"the empty state left by a deletion it missed, so the relay keeps serving the deleted Listener or Cluster"
+
+// whyFileStale: the file source may serve a class's newly subscribed type
+// at an older generation.
+const whyFileStale = "new: the file source served a RouteConfiguration at a generation older than it had loaded to a class " +
+	"that subscribed to the type late; with a deletion following, a SotW client keeps it"
 
 // whyEmptyName is why every cell excludes FEmptyName.
 const whyEmptyName = "issue 11 item 4: a request naming \"\" ends the whole stream with INVALID_ARGUMENT"
@@ -33,17 +39,17 @@ const whyEmptyName = "issue 11 item 4: a request naming \"\" ends the whole stre
 // with the features it excludes by default and why.
 func Cells() []Cell {
 	adsMode := map[Feature]string{FStar: whyADSMode, FNames: whyADSMode, FStarNames: whyADSMode, FNone: whyADSMode,
-		FEmptyName: whyEmptyName, FDeleteAcrossRestart: whyRestart}
-	sotwMix := map[Feature]string{FMix: whyMixSotW, FEmptyName: whyEmptyName, FDeleteAcrossRestart: whyRestart}
+		FEmptyName: whyEmptyName, FRestart: whyRestart}
+	sotwMix := map[Feature]string{FMix: whyMixSotW, FEmptyName: whyEmptyName, FRestart: whyRestart}
 	delta := map[Feature]string{FMix: whyMixDelta, FShrink: whyShrinkDelta, FEmptyName: whyEmptyName}
 	return []Cell{
 		{Name: "snapshot-ads/sotw", Upstream: UpSnapshotADS, Exclude: adsMode},
 		{Name: "snapshot-ads/delta", Upstream: UpSnapshotADS, Delta: true, Exclude: delta},
 		{Name: "snapshot/sotw", Upstream: UpSnapshot, Exclude: sotwMix},
 		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true, Exclude: delta},
-		{Name: "linear/sotw", Upstream: UpLinear, Exclude: map[Feature]string{FMix: whyMixLinear, FEmptyName: whyEmptyName, FDeleteAcrossRestart: whyRestart}},
+		{Name: "linear/sotw", Upstream: UpLinear, Exclude: map[Feature]string{FMix: whyMixLinear, FEmptyName: whyEmptyName, FRestart: whyRestart}},
 		{Name: "linear/delta", Upstream: UpLinear, Delta: true, Exclude: delta},
-		{Name: "file", Upstream: UpFile, Exclude: map[Feature]string{FEmptyName: whyEmptyName}},
+		{Name: "file", Upstream: UpFile, Exclude: map[Feature]string{FEmptyName: whyEmptyName, FDelete: whyFileStale}},
 		{Name: "chain/sotw", Upstream: UpChain, Exclude: sotwMix},
 		{Name: "chain/delta", Upstream: UpChain, Delta: true, Exclude: delta},
 	}

@@ -62,17 +62,9 @@ func TestGenerateHonoursExclusions(t *testing.T) {
 				t.Fatalf("%s seed %d: not deterministic", cell.Name, seed)
 			}
 			classWild := map[int]bool{}
-			deleted := false
 			for _, st := range s.Steps {
-				switch st.Op {
-				case "delete":
-					deleted = true
-				case "quiet":
-					deleted = false
-				case "restart":
-					if deleted && o.Exclude[FDeleteAcrossRestart] {
-						t.Fatalf("%s seed %d: a restart right after a deletion", cell.Name, seed)
-					}
+				if (st.Op == "restart" && o.Exclude[FRestart]) || (st.Op == "delete" && o.Exclude[FDelete]) {
+					t.Fatalf("%s seed %d: %s excluded", cell.Name, seed, st)
 				}
 				if st.Op == "join" {
 					classWild[st.Client] = st.Class == "a"

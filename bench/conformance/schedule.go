@@ -150,10 +150,6 @@ const (
 	// Excluded, subscriptions only grow and clients neither leave nor
 	// reconnect.
 	FShrink Feature = "interest-shrinks"
-	// FDeleteAcrossRestart: the control plane restarts while a deletion
-	// may not have reached the relay yet. Excluded, a quiet point comes
-	// between a deletion and the next restart.
-	FDeleteAcrossRestart Feature = "delete-across-restart"
 )
 
 // Names of the resource pool: a few per type, plus one never created
@@ -268,7 +264,6 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 	}
 	join()
 	sub(live[0])
-	deleted := false // a deletion since the last quiet point
 	for range o.Steps {
 		r := rng.IntN(100)
 		switch {
@@ -286,21 +281,15 @@ func Generate(cell string, seed uint64, o GenOptions) Schedule {
 		case r < 50 && len(live) > 0 && on(FReconnect) && on(FShrink):
 			add(Step{Op: "reconnect", Client: live[rng.IntN(len(live))]})
 		case r < 53 && o.Restarts && on(FRestart):
-			if deleted && !on(FDeleteAcrossRestart) {
-				add(Step{Op: "quiet"})
-			}
-			deleted = false
 			add(Step{Op: "restart"})
 		case r < 63 && on(FDelete):
 			t := shortTypes[rng.IntN(len(shortTypes))]
 			add(Step{Op: "delete", Type: t, Name: pool[t][rng.IntN(len(pool[t])-1)]})
-			deleted = true
 		case r < 85:
 			t := shortTypes[rng.IntN(len(shortTypes))]
 			set(t, pool[t][rng.IntN(len(pool[t])-1)])
 		default:
 			add(Step{Op: "quiet"})
-			deleted = false
 		}
 	}
 	add(Step{Op: "quiet"})
