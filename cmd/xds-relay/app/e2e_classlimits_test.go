@@ -9,8 +9,6 @@ import (
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -76,26 +74,6 @@ func TestClassUnionWithinUpstreamRequestLimit(t *testing.T) {
 	}
 }
 
-// startRelayWith starts a relay in front of upstreamAddr with cfg changed by
-// edit. It is closed when the test ends.
-func startRelayWith(t *testing.T, upstreamAddr string, edit func(*app.Config)) *app.Relay {
-	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Admin = "127.0.0.1:0"
-	cfg.Upstream.Address = upstreamAddr
-	cfg.Upstream.RelayID = relayID
-	cfg.Upstream.Backoff.Initial = 50 * time.Millisecond
-	cfg.Upstream.Backoff.Max = 500 * time.Millisecond
-	edit(&cfg)
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatalf("app.Start: %v", err)
-	}
-	t.Cleanup(r.Close)
-	return r
-}
-
 // Two clients of a class behind a chained relay, 40 type URLs each: their
 // union would pass the upstream relay's limits.max_types_per_stream (64),
 // which would end the class's upstream stream over and over. The class's
@@ -107,7 +85,7 @@ func TestClassTypesWithinUpstreamTypeLimit(t *testing.T) {
 	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "chain", "v1", clusters("a"))
 	top := startRelay(t, m.Addr)
-	mid := startRelayWith(t, top.Addr(), func(*app.Config) {})
+	mid := startRelayCfg(t, top.Addr(), func(*app.Config) {})
 
 	bogus := func(prefix string, n int) []string {
 		out := make([]string, n)

@@ -92,6 +92,7 @@ type mgmtServer struct {
 
 	mu     sync.Mutex
 	opened int                    // ADS streams opened
+	open   int                    // streams open now, SotW and delta
 	nodes  map[int64]*corev3.Node // node of each stream's first request
 	nacks  int                    // requests with error_detail
 }
@@ -121,15 +122,24 @@ func startMgmt(t *testing.T, addr string) *mgmtServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	count := func(d int) {
+		m.mu.Lock()
+		m.open += d
+		m.mu.Unlock()
+	}
 	cb := serverv3.CallbackFuncs{
 		StreamOpenFunc: func(_ context.Context, _ int64, typeURL string) error {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.open++
 			if typeURL == resource.AnyType {
-				m.mu.Lock()
 				m.opened++
-				m.mu.Unlock()
 			}
 			return nil
 		},
+		StreamClosedFunc:      func(int64, *corev3.Node) { count(-1) },
+		DeltaStreamOpenFunc:   func(context.Context, int64, string) error { count(1); return nil },
+		DeltaStreamClosedFunc: func(int64, *corev3.Node) { count(-1) },
 		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
@@ -158,6 +168,13 @@ func (m *mgmtServer) Stop() {
 		m.cancel()
 		<-m.served
 	})
+}
+
+// Open returns how many streams (SotW and delta) are open now.
+func (m *mgmtServer) Open() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.open
 }
 
 // Streams returns how many ADS streams were opened and the node of each

@@ -5,24 +5,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -30,107 +24,14 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// liveMgmt is a go-control-plane v0.14 management server (snapshot cache
-// keyed by node.cluster, SotW and delta ADS) that counts its open streams.
-type liveMgmt struct {
-	Addr  string
-	Cache cachev3.SnapshotCache
-
-	srv      *grpc.Server
-	cancel   context.CancelFunc
-	served   chan struct{}
-	stopOnce sync.Once
-
-	mu   sync.Mutex
-	open int // streams open now, SotW and delta
-}
-
-func startLiveMgmt(t *testing.T) *liveMgmt { return startLiveMgmtAt(t, "127.0.0.1:0") }
-
-// startLiveMgmtAt listens on addr (a stopped server's address to take its
-// place).
-func startLiveMgmtAt(t *testing.T, addr string) *liveMgmt {
-	t.Helper()
-	var lis net.Listener
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var err error
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("listen %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // port still held by the previous server
-	}
-	m := &liveMgmt{Addr: lis.Addr().String(), Cache: cachev3.NewSnapshotCache(false, clusterHash{}, nil),
-		srv: grpc.NewServer(), served: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	count := func(d int) {
-		m.mu.Lock()
-		m.open += d
-		m.mu.Unlock()
-	}
-	cb := serverv3.CallbackFuncs{
-		StreamOpenFunc:        func(context.Context, int64, string) error { count(1); return nil },
-		StreamClosedFunc:      func(int64, *corev3.Node) { count(-1) },
-		DeltaStreamOpenFunc:   func(context.Context, int64, string) error { count(1); return nil },
-		DeltaStreamClosedFunc: func(int64, *corev3.Node) { count(-1) },
-	}
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.srv, serverv3.NewServer(ctx, m.Cache, cb))
-	go func() {
-		defer close(m.served)
-		_ = m.srv.Serve(lis)
-	}()
-	t.Cleanup(m.Stop)
-	return m
-}
-
-// Stop stops the server (every stream ends).
-func (m *liveMgmt) Stop() {
-	m.stopOnce.Do(func() {
-		m.srv.Stop()
-		m.cancel()
-		<-m.served
-	})
-}
-
-// Open returns how many streams are open.
-func (m *liveMgmt) Open() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.open
-}
-
-func (m *liveMgmt) Set(t *testing.T, class, version string, res map[resource.Type][]types.Resource) {
-	t.Helper()
-	snap, err := cachev3.NewSnapshot(version, res)
-	if err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	if err := m.Cache.SetSnapshot(context.Background(), class, snap); err != nil {
-		t.Fatalf("set snapshot: %v", err)
-	}
-}
-
-// startTunedRelay starts a relay in front of upstreamAddr with a fast backoff,
-// adjusted by tune. It is closed when the test ends.
+// startTunedRelay starts a relay with its own upstream node id, as
+// startRelayCfg does.
 func startTunedRelay(t *testing.T, upstreamAddr, id string, tune func(*app.Config)) *app.Relay {
 	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Admin = "127.0.0.1:0"
-	cfg.Upstream.Address = upstreamAddr
-	cfg.Upstream.RelayID = id
-	cfg.Upstream.Backoff.Initial = 50 * time.Millisecond
-	cfg.Upstream.Backoff.Max = 500 * time.Millisecond
-	tune(&cfg)
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).With(zap.String("relay", id)))
-	if err != nil {
-		t.Fatalf("app.Start: %v", err)
-	}
-	t.Cleanup(r.Close)
-	return r
+	return startRelayCfg(t, upstreamAddr, func(c *app.Config) {
+		c.Upstream.RelayID = id
+		tune(c)
+	})
 }
 
 // classNames returns the names of the relay's classes.
@@ -211,7 +112,7 @@ func TestE2EClassRejoinDeltaUpstream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
 			const class = "class-rejoin"
-			m := startLiveMgmt(t)
+			m := startMgmt(t, "127.0.0.1:0")
 			m.Set(t, class, "v1", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1))})
 			r := startTunedRelay(t, m.Addr, "relay-rejoin", func(c *app.Config) {
 				c.Upstream.Protocol = "delta"
@@ -281,7 +182,7 @@ func throwaway(t *testing.T, ctx context.Context, addr string, classes []string)
 // status and the per-class gauge — and the class that stayed still works.
 func TestE2EThrowawayClassesFreed(t *testing.T) {
 	ctx := testContext(t)
-	m := startLiveMgmt(t)
+	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "real", "v1", clusters("r1"))
 	r := startTunedRelay(t, m.Addr, "relay-throwaway", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
 	real := dialADS(t, ctx, r.Addr(), "real-node", "real")
@@ -330,7 +231,7 @@ func TestE2EThrowawayClassesFreed(t *testing.T) {
 // it is evicted for the newcomer.
 func TestE2EMaxClasses(t *testing.T) {
 	ctx := testContext(t)
-	m := startLiveMgmt(t)
+	m := startMgmt(t, "127.0.0.1:0")
 	for _, c := range []string{"one", "two", "three"} {
 		m.Set(t, c, "v1", clusters(c))
 	}
@@ -379,7 +280,7 @@ func TestE2EMaxClasses(t *testing.T) {
 // and freed on both relays, and a real class served at the end.
 func TestE2EChainedThrowawayClasses(t *testing.T) {
 	ctx := testContext(t)
-	m := startLiveMgmt(t)
+	m := startMgmt(t, "127.0.0.1:0")
 	const perConn = 8
 	tier := startTunedRelay(t, m.Addr, "relay-tier", func(c *app.Config) {
 		c.NodeClasses.Linger = 50 * time.Millisecond
@@ -427,7 +328,7 @@ func TestE2EDeltaUpstreamResubscribeExact(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
 			const class = "class-resub"
-			m := startLiveMgmt(t)
+			m := startMgmt(t, "127.0.0.1:0")
 			m.Set(t, class, "v1", map[resource.Type][]types.Resource{
 				resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
 				resource.EndpointType: loadAssignments("k"),
@@ -469,7 +370,7 @@ func TestE2EDeltaUpstreamResubscribeExact(t *testing.T) {
 func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-forget"
-	m1 := startLiveMgmt(t)
+	m1 := startMgmt(t, "127.0.0.1:0")
 	v1 := map[resource.Type][]types.Resource{
 		resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
 		resource.EndpointType: loadAssignments("k"),
@@ -486,7 +387,7 @@ func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 	eventually(t, ctx, "the relay to end the first stream", func() bool { return r.Server().StreamCount() == 1 })
 
 	m1.Stop()
-	m2 := startLiveMgmtAt(t, m1.Addr)
+	m2 := startMgmt(t, m1.Addr)
 	m2.Set(t, class, "v2", map[resource.Type][]types.Resource{
 		resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 2)),
 		resource.EndpointType: loadAssignments("k"),
@@ -540,7 +441,7 @@ func TestE2EFileSourceClassLifecycle(t *testing.T) {
 // create a class beyond limits.max_classes is refused with 429 naming it.
 func TestE2ERESTClassLifecycle(t *testing.T) {
 	ctx := testContext(t)
-	m := startLiveMgmt(t)
+	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "polled", "v1", clusters("p"))
 	r := startTunedRelay(t, m.Addr, "relay-rest", func(c *app.Config) {
 		c.REST.Listen = "127.0.0.1:0"
