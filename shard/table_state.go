@@ -37,7 +37,7 @@ func (k UpdateKind) absenceKnown() bool { return k == UpdateFull || k == UpdateI
 // answerPhase is how far the upstream has answered for a table's type.
 //
 //	unanswered ──answer, or a pending name's grace passed──▶ answered
-//	answered ──the wildcard asked for anew──▶ wildcardReasked
+//	answered ──the wildcard asked for after anything else──▶ wildcardReasked
 //	wildcardReasked ──answer──▶ answered
 //
 // Heartbeat-only messages are no answer and change nothing.
@@ -134,6 +134,7 @@ func (u *upstreamState) askedForNothing() bool { return !u.reported || u.request
 //	any ──the upstream sent it, or (incremental) removed it──▶ resolved (absent)
 //	awaitingAnswer, awaitingUntil ──any answer for the type──▶ resolved
 //	awaitingUntil ──deadline passed──▶ resolved
+//	awaiting… ──wanted anew, no longer in what was last asked──▶ wanted
 //	wanted ──nobody wants it any more──▶ (absent)
 //	any ──not asked for any more and nobody wants it, or the wildcard asked──▶ (absent)
 //
