@@ -1,0 +1,153 @@
+package conformance
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
+)
+
+// Model is the reference: the upstream's state, from which it computes
+// what every client must hold given its subscription.
+//
+// A client must hold, of each type, exactly the resources its subscription
+// covers (every resource for a wildcard; the named ones otherwise) that
+// exist upstream, each at the upstream's current content; for SotW that is
+// its last accepted Listener/Cluster response and the merge of its other
+// responses; for delta, every response applied, removals included
+// (xdstest.Client keeps both by the spec's client rules). The exceptions,
+// each explicit here:
+//
+//   - staleER: a RouteConfiguration or ClusterLoadAssignment deleted
+//     upstream may still be held, at a content it had since the last quiet
+//     point at which it existed, (a) by a SotW client, since SotW has no
+//     deletion for these types (spec "Deleting Resources"), and (b) by any
+//     client when the relay's source is a SotW upstream, which cannot say
+//     they were deleted (docs/architecture.md "Delta clients", removal
+//     rule: "a ClusterLoadAssignment or RouteConfiguration missing from
+//     SotW responses is not [reported]").
+//   - rejected: a client that NACKed a response keeps what it had; the
+//     relay does not re-send a NACKed version, only the next different one
+//     (docs/architecture.md "When a stream is sent something": "NACK ...
+//     the NACKed version is not re-sent"). A name whose held content
+//     differs from the model is accepted when the client's last NACKed
+//     word on it was exactly the model's (the relay offered it); a
+//     lingering RouteConfiguration or ClusterLoadAssignment (staleER) may
+//     linger at the content the client kept when it NACKed a newer one.
+//
+// Timing, not state: names that are never answered (a Listener or Cluster
+// that does not exist) hold a shard back for shard.PendingGrace
+// (docs/architecture.md "The request path", step 4); the quiet-point wait
+// is longer than that grace.
+type Model struct {
+	upstream map[string]map[string]int   // short type -> name -> generation
+	recent   map[string]map[string][]int // short type -> name -> generations since the last quiet point where it existed
+	// absenceUnknownER: the relay's source is a SotW upstream, so deleted
+	// RouteConfigurations and ClusterLoadAssignments are not known absent.
+	absenceUnknownER bool
+}
+
+// NewModel returns the model of an empty upstream.
+func NewModel(absenceUnknownER bool) *Model {
+	m := &Model{upstream: map[string]map[string]int{}, recent: map[string]map[string][]int{}, absenceUnknownER: absenceUnknownER}
+	for _, t := range shortTypes {
+		m.upstream[t], m.recent[t] = map[string]int{}, map[string][]int{}
+	}
+	return m
+}
+
+// Set records that the upstream now holds name of type t at gen.
+func (m *Model) Set(t, name string, gen int) {
+	m.upstream[t][name] = gen
+	m.recent[t][name] = append(m.recent[t][name], gen)
+}
+
+// Delete records that the upstream deleted name of type t.
+func (m *Model) Delete(t, name string) { delete(m.upstream[t], name) }
+
+// Quiet marks a quiet point at which every client was found conforming:
+// a resource that exists now can only be stale at its current content.
+func (m *Model) Quiet() {
+	for _, t := range shortTypes {
+		for n, g := range m.upstream[t] {
+			m.recent[t][n] = []int{g}
+		}
+	}
+}
+
+// ClientView is what the model needs of a client: how it subscribes, what
+// it holds and what it rejected, by name -> generation (0: absent).
+type ClientView struct {
+	Delta    bool
+	Sub      xdstest.Sub
+	Held     map[string]int
+	Rejected map[string]int
+}
+
+// Check returns what is wrong with a client's view of type t (nil: it
+// conforms).
+func (m *Model) Check(t string, v ClientView) []string {
+	covered := func(n string) bool { return v.Sub.Wildcard || slices.Contains(v.Sub.Names, n) }
+	names := map[string]bool{}
+	for n := range v.Held {
+		names[n] = true
+	}
+	for _, n := range v.Sub.Names {
+		names[n] = true
+	}
+	if v.Sub.Wildcard {
+		for n := range m.upstream[t] {
+			names[n] = true
+		}
+	}
+	staleER := !xdstest.FullState(xdstest.Long(t)) && (!v.Delta || m.absenceUnknownER)
+	var problems []string
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		got, has := v.Held[n]
+		rej, rejected := v.Rejected[n]
+		if !covered(n) {
+			if has {
+				problems = append(problems, fmt.Sprintf("%s %s: held (gen %d) but not subscribed", t, n, got))
+			}
+			continue
+		}
+		want, exists := m.upstream[t][n]
+		switch {
+		case exists && has && got == want:
+		case exists && rejected && rej == want:
+		case exists && has:
+			problems = append(problems, fmt.Sprintf("%s %s: gen %d, want gen %d", t, n, got, want))
+		case exists:
+			problems = append(problems, fmt.Sprintf("%s %s: missing, want gen %d", t, n, want))
+		case !has:
+		case staleER && (slices.Contains(m.recent[t][n], got) || rejected):
+			// Lingering at a recent content, or at the one it kept when it
+			// NACKed a newer one (both exceptions at once).
+		case rejected && rej == 0:
+		default:
+			problems = append(problems, fmt.Sprintf("%s %s: gen %d held, want absent (deleted or never created)", t, n, got))
+		}
+	}
+	return problems
+}
+
+// Want renders what the model expects a subscription to hold, for reports.
+func (m *Model) Want(t string, sub xdstest.Sub) string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(m.upstream[t])) {
+		if sub.Wildcard || slices.Contains(sub.Names, n) {
+			parts = append(parts, fmt.Sprintf("%s:%d", n, m.upstream[t][n]))
+		}
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func renderGens(held map[string]int) string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(held)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", n, held[n]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}

@@ -1,0 +1,94 @@
+package conformance
+
+import (
+	"testing"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
+)
+
+// TestModelCheck pins what the model accepts, exception by exception.
+func TestModelCheck(t *testing.T) {
+	wild := xdstest.Sub{Wildcard: true}
+	for _, tc := range []struct {
+		name             string
+		absenceUnknownER bool
+		typ              string
+		view             ClientView
+		ok               bool
+	}{
+		{"exact", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 2}}, true},
+		{"old generation", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 1}}, false},
+		{"missing", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{}}, false},
+		{"deleted cluster held", true, "C", ClientView{Sub: wild, Held: map[string]int{"c1": 2, "c2": 1}}, false},
+		{"named subset", false, "C", ClientView{Sub: xdstest.Sub{Names: []string{"c1", "x"}}, Held: map[string]int{"c1": 2}}, true},
+		{"deleted endpoint, delta client, delta upstream", false, "E", ClientView{Delta: true, Sub: wild, Held: map[string]int{"e1": 1}}, false},
+		{"deleted endpoint, delta client, SotW upstream (architecture.md removal rule)", true, "E", ClientView{Delta: true, Sub: wild, Held: map[string]int{"e1": 1}}, true},
+		{"deleted endpoint, SotW client (spec: no SotW deletion)", false, "E", ClientView{Sub: wild, Held: map[string]int{"e1": 1}}, true},
+		{"deleted endpoint at a content it never had", true, "E", ClientView{Sub: wild, Held: map[string]int{"e1": 7}}, false},
+		{"NACKed the model's content", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 1}, Rejected: map[string]int{"c1": 2}}, true},
+		{"deleted endpoint kept at the content before a NACK", true, "E", ClientView{Delta: true, Sub: wild, Held: map[string]int{"e1": 7}, Rejected: map[string]int{"e1": 8}}, true},
+		{"deleted cluster kept at the content before a NACK", true, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 2, "c2": 1}, Rejected: map[string]int{"c2": 2}}, false},
+		{"NACKed another content", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 1}, Rejected: map[string]int{"c1": 3}}, false},
+		{"NACKed the deletion", false, "C", ClientView{Delta: true, Sub: wild, Held: map[string]int{"c1": 2, "c2": 1}, Rejected: map[string]int{"c2": 0}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewModel(tc.absenceUnknownER)
+			m.Set("C", "c1", 1)
+			m.Set("C", "c1", 2)
+			m.Set("C", "c2", 1)
+			m.Set("E", "e1", 1)
+			m.Quiet()
+			m.Delete("C", "c2")
+			m.Delete("E", "e1")
+			if tc.view.Rejected == nil {
+				tc.view.Rejected = map[string]int{}
+			}
+			got := m.Check(tc.typ, tc.view)
+			if (len(got) == 0) != tc.ok {
+				t.Errorf("Check = %q, want ok=%v", got, tc.ok)
+			}
+		})
+	}
+}
+
+// TestGenerateHonoursExclusions checks a cell's excluded features never
+// appear in its schedules, and that a seed always gives the same schedule.
+func TestGenerateHonoursExclusions(t *testing.T) {
+	for _, cell := range Cells() {
+		o := genOptions(cell, 200, false, nil)
+		for seed := uint64(1); seed <= 20; seed++ {
+			s := Generate(cell.Name, seed, o)
+			if again := Generate(cell.Name, seed, o); string(again.JSON()) != string(s.JSON()) {
+				t.Fatalf("%s seed %d: not deterministic", cell.Name, seed)
+			}
+			classWild := map[int]bool{}
+			for _, st := range s.Steps {
+				if (st.Op == "restart" && o.Exclude[FRestart]) || (st.Op == "delete" && o.Exclude[FDelete]) {
+					t.Fatalf("%s seed %d: %s excluded", cell.Name, seed, st)
+				}
+				if st.Op == "join" {
+					classWild[st.Client] = st.Class == "a"
+				}
+				if o.Exclude[FShrink] && (st.Op == "leave" || st.Op == "reconnect") {
+					t.Fatalf("%s seed %d: %s with %s excluded", cell.Name, seed, st, FShrink)
+				}
+				if st.Op == "restart" && !cell.canRestart() {
+					t.Fatalf("%s seed %d: %s", cell.Name, seed, st)
+				}
+				if st.Op != "sub" {
+					continue
+				}
+				sub := st.Sub
+				if o.Exclude[FMix] && (sub.Wildcard && len(sub.Names) > 0 || sub.Wildcard != classWild[st.Client]) {
+					t.Fatalf("%s seed %d: %s mixes wildcard and names in a class", cell.Name, seed, st)
+				}
+				if o.Exclude[FEmptyName] && len(sub.Names) == 1 && sub.Names[0] == "" {
+					t.Fatalf("%s seed %d: %s", cell.Name, seed, st)
+				}
+				if o.Exclude[FNames] && !sub.Wildcard && len(sub.Names) > 0 {
+					t.Fatalf("%s seed %d: %s with names excluded", cell.Name, seed, st)
+				}
+			}
+		}
+	}
+}

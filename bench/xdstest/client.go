@@ -1,0 +1,675 @@
+package xdstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// ErrNothingFirst: a SotW client cannot subscribe to nothing before it
+// sent a name for the type (an empty list would be the legacy wildcard).
+var ErrNothingFirst = errors.New("xdstest: SotW cannot subscribe to nothing before any name was sent")
+
+// Options say how a Client talks.
+type Options struct {
+	Node  *corev3.Node // sent on the first request of every stream
+	Delta bool         // incremental xDS instead of state of the world
+	ADS   bool         // one aggregated stream; false: one stream per type on its own service
+}
+
+// Sub is a subscription for one type.
+type Sub struct {
+	Wildcard bool     // subscribe to every resource of the type
+	Legacy   bool     // with Wildcard: say it as the legacy empty request when the stream allows it
+	Names    []string // explicit names (besides the wildcard)
+}
+
+// String renders a subscription as in the spec's examples: legacy[] for
+// the legacy wildcard alone, [*], [a b], [* a] (a legacy wildcard with
+// names included).
+func (s Sub) String() string {
+	if s.Wildcard && s.Legacy && len(s.Names) == 0 {
+		return "legacy[]"
+	}
+	names := slices.Clone(s.Names)
+	if s.Wildcard {
+		names = append([]string{"*"}, names...)
+	}
+	return fmt.Sprint(names)
+}
+
+// Event is one response the client received, as it handled it.
+type Event struct {
+	TypeURL string
+	Version string   // SotW version_info or delta system_version_info
+	Names   []string // resources carried
+	Removed []string // delta removed_resources
+	NACKed  bool
+	// Response is the response as received: a *discoveryv3.DiscoveryResponse
+	// or *discoveryv3.DeltaDiscoveryResponse. Read-only.
+	Response proto.Message
+}
+
+// Client is a raw xDS client of one protocol and service. Its methods are
+// safe for concurrent use. A response is handled in the receive goroutine:
+// NACKed if a NACK is pending for its type, else applied and ACKed.
+type Client struct {
+	// Set at construction, read-only.
+	opts Options
+	conn *grpc.ClientConn
+
+	// Guarded by mu. Requests are sent under mu, so the wire order of ACKs
+	// and subscription changes is the order of the client's decisions.
+	mu      sync.Mutex
+	sess    *session
+	types   map[string]*typeState
+	changed chan struct{} // closed and replaced on every change of state
+	log     []Event       // bounded: the last maxLog events
+	cursor  int           // Next's position in log
+	closed  bool
+}
+
+const maxLog = 1024
+
+// typeState is what the client asked for and holds for one type URL.
+type typeState struct {
+	// The subscription as the server must read it (spec rules).
+	wildcard bool
+	legacy   bool // wildcard expressed as the legacy empty request
+	names    map[string]bool
+	sent     bool     // a request for the type went out on this session
+	sentName bool     // SotW: a non-empty resource_names went out on this session
+	last     []string // SotW: resource_names of the last request
+
+	held     map[string]*anypb.Any // what the client holds
+	versions map[string]string     // delta: resource versions held
+	version  string                // SotW: last accepted version_info
+	nonce    string                // last response nonce
+	nack     int                   // NACK the next nack responses
+	rejected map[string]*anypb.Any // name -> what the last NACKed response said of it (nil: absent)
+	received int
+	nacked   int
+}
+
+func (ts *typeState) covers(name string) bool { return ts.wildcard || ts.names[name] }
+
+// dropUncovered forgets held resources the subscription no longer covers,
+// as a client does when it unsubscribes.
+func (ts *typeState) dropUncovered() {
+	for n := range ts.held {
+		if !ts.covers(n) {
+			delete(ts.held, n)
+			delete(ts.versions, n)
+		}
+	}
+}
+
+// session is one incarnation of the client's streams.
+type session struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	streams map[string]*clientStream // "" (ADS) or type URL -> stream
+	wg      sync.WaitGroup
+	err     error // first stream error; guarded by Client.mu
+}
+
+type clientStream struct {
+	w        wireStream
+	nodeSent bool // guarded by Client.mu
+}
+
+// Dial connects to addr. Streams open on the first request that needs them.
+func Dial(addr string, opts Options) (*Client, error) {
+	if opts.Node == nil {
+		return nil, errors.New("xdstest: Options.Node is required")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, conn: conn, types: map[string]*typeState{}, changed: make(chan struct{})}
+	c.sess = c.newSession()
+	return c, nil
+}
+
+func (c *Client) newSession() *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &session{ctx: ctx, cancel: cancel, streams: map[string]*clientStream{}}
+}
+
+// Options returns the client's options.
+func (c *Client) Options() Options { return c.opts }
+
+func (c *Client) typeLocked(typeURL string) *typeState {
+	ts := c.types[typeURL]
+	if ts == nil {
+		ts = &typeState{names: map[string]bool{}, held: map[string]*anypb.Any{}, versions: map[string]string{}, rejected: map[string]*anypb.Any{}}
+		c.types[typeURL] = ts
+	}
+	return ts
+}
+
+func (c *Client) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// streamLocked returns the open stream carrying typeURL, opening it.
+func (c *Client) streamLocked(typeURL string) (*clientStream, error) {
+	key := typeURL
+	if c.opts.ADS {
+		key = ""
+	}
+	if s := c.sess.streams[key]; s != nil {
+		return s, nil
+	}
+	if c.closed {
+		return nil, errors.New("xdstest: client closed")
+	}
+	w, err := openWire(c.sess.ctx, c.conn, c.opts.Delta, key)
+	if err != nil {
+		return nil, err
+	}
+	s := &clientStream{w: w}
+	c.sess.streams[key] = s
+	sess := c.sess
+	sess.wg.Add(1)
+	go c.receive(sess, s)
+	return s, nil
+}
+
+func (c *Client) sendLocked(typeURL string, req any) error {
+	s, err := c.streamLocked(typeURL)
+	if err != nil {
+		return err
+	}
+	if !s.nodeSent {
+		s.nodeSent = true
+		switch r := req.(type) {
+		case *discoveryv3.DiscoveryRequest:
+			r.Node = c.opts.Node
+		case *discoveryv3.DeltaDiscoveryRequest:
+			r.Node = c.opts.Node
+		}
+	}
+	if err := s.w.send(req); err != nil {
+		return fmt.Errorf("xdstest: send %s: %w", Short(typeURL), err)
+	}
+	return nil
+}
+
+// receive handles the stream's responses until it ends.
+func (c *Client) receive(sess *session, s *clientStream) {
+	defer sess.wg.Done()
+	for {
+		resp, err := s.w.recv()
+		c.mu.Lock()
+		if sess != c.sess { // a response of a session Reconnect ended: dropped unread
+			c.mu.Unlock()
+			return
+		}
+		if err != nil {
+			if sess.err == nil && sess.ctx.Err() == nil {
+				sess.err = err
+				c.notifyLocked()
+			}
+			c.mu.Unlock()
+			return
+		}
+		var herr error
+		switch r := resp.(type) {
+		case *discoveryv3.DiscoveryResponse:
+			herr = c.handleSotWLocked(r)
+		case *discoveryv3.DeltaDiscoveryResponse:
+			herr = c.handleDeltaLocked(r)
+		}
+		if herr != nil && sess.err == nil && sess.ctx.Err() == nil {
+			sess.err = herr
+		}
+		c.notifyLocked()
+		c.mu.Unlock()
+	}
+}
+
+func (c *Client) logLocked(e Event) {
+	if len(c.log) == maxLog {
+		c.log = c.log[1:]
+		c.cursor = max(0, c.cursor-1)
+	}
+	c.log = append(c.log, e)
+}
+
+// Next returns the next response handled that Next has not returned yet
+// (in order; up to 1024 are kept), waiting for one until ctx ends or a
+// stream of the current session ends.
+func (c *Client) Next(ctx context.Context) (Event, error) {
+	for {
+		c.mu.Lock()
+		if c.cursor < len(c.log) {
+			e := c.log[c.cursor]
+			c.cursor++
+			c.mu.Unlock()
+			return e, nil
+		}
+		ch, err := c.changed, c.sess.err
+		c.mu.Unlock()
+		if err != nil {
+			return Event{}, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+func nackDetail(typeURL string) *status.Status {
+	return &status.Status{Code: int32(codes.InvalidArgument), Message: "xdstest: NACK on demand for " + Short(typeURL)}
+}
+
+func (c *Client) handleSotWLocked(r *discoveryv3.DiscoveryResponse) error {
+	typeURL := r.GetTypeUrl()
+	ts := c.typeLocked(typeURL)
+	ts.received++
+	ts.nonce = r.GetNonce()
+	got := map[string]*anypb.Any{}
+	for _, a := range r.GetResources() {
+		name, err := resourceName(a)
+		if err != nil {
+			return err
+		}
+		got[name] = a
+	}
+	ev := Event{TypeURL: typeURL, Version: r.GetVersionInfo(), Names: slices.Sorted(maps.Keys(got)), Response: r}
+	if ts.nack > 0 {
+		ts.nack--
+		ts.nacked++
+		ev.NACKed = true
+		c.logLocked(ev)
+		for n, a := range got {
+			ts.rejected[n] = a
+		}
+		if FullState(typeURL) {
+			for n := range ts.held {
+				if got[n] == nil {
+					ts.rejected[n] = nil
+				}
+			}
+		}
+		return c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version,
+			ResourceNames: ts.last, ResponseNonce: ts.nonce, ErrorDetail: nackDetail(typeURL)})
+	}
+	c.logLocked(ev)
+	ts.version = r.GetVersionInfo()
+	if FullState(typeURL) {
+		clear(ts.held)
+		clear(ts.rejected)
+	}
+	for n, a := range got {
+		ts.held[n] = a
+		delete(ts.rejected, n)
+	}
+	ts.dropUncovered()
+	return c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version,
+		ResourceNames: ts.last, ResponseNonce: ts.nonce})
+}
+
+func (c *Client) handleDeltaLocked(r *discoveryv3.DeltaDiscoveryResponse) error {
+	typeURL := r.GetTypeUrl()
+	ts := c.typeLocked(typeURL)
+	ts.received++
+	ts.nonce = r.GetNonce()
+	ev := Event{TypeURL: typeURL, Version: r.GetSystemVersionInfo(), Removed: slices.Sorted(slices.Values(r.GetRemovedResources())), Response: r}
+	for _, res := range r.GetResources() {
+		ev.Names = append(ev.Names, res.GetName())
+	}
+	slices.Sort(ev.Names)
+	if ts.nack > 0 {
+		ts.nack--
+		ts.nacked++
+		ev.NACKed = true
+		c.logLocked(ev)
+		for _, res := range r.GetResources() {
+			if res.GetResource() != nil {
+				ts.rejected[res.GetName()] = res.GetResource()
+			}
+		}
+		for _, n := range r.GetRemovedResources() {
+			ts.rejected[n] = nil
+		}
+		return c.sendLocked(typeURL, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL, ResponseNonce: ts.nonce, ErrorDetail: nackDetail(typeURL)})
+	}
+	c.logLocked(ev)
+	for _, res := range r.GetResources() {
+		if res.GetResource() == nil { // a heartbeat: nothing changes
+			continue
+		}
+		if !ts.covers(res.GetName()) {
+			continue
+		}
+		ts.held[res.GetName()] = res.GetResource()
+		ts.versions[res.GetName()] = res.GetVersion()
+		delete(ts.rejected, res.GetName())
+	}
+	for _, n := range r.GetRemovedResources() {
+		delete(ts.held, n)
+		delete(ts.versions, n)
+		delete(ts.rejected, n)
+	}
+	return c.sendLocked(typeURL, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL, ResponseNonce: ts.nonce})
+}
+
+// resourceName returns the name of a resource by decoding it.
+func resourceName(a *anypb.Any) (string, error) {
+	msg, err := a.UnmarshalNew()
+	if err != nil {
+		return "", fmt.Errorf("xdstest: decode %s: %w", a.GetTypeUrl(), err)
+	}
+	if n, ok := msg.(interface{ GetName() string }); ok {
+		return n.GetName(), nil
+	}
+	if n, ok := msg.(interface{ GetClusterName() string }); ok {
+		return n.GetClusterName(), nil
+	}
+	return "", fmt.Errorf("xdstest: %s resource without a name", a.GetTypeUrl())
+}
+
+// SendSotW sends a SotW request for typeURL with exactly these
+// resource_names (nil or empty: the legacy wildcard on a type that never had
+// names on this stream, else "nothing"), the last accepted version and the
+// last nonce. The client reads its subscription by the spec's rules.
+func (c *Client) SendSotW(typeURL string, names []string) error {
+	if c.opts.Delta {
+		return errors.New("xdstest: SendSotW on a delta client")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ts := c.typeLocked(typeURL)
+	ts.last = slices.Clone(names)
+	ts.names = map[string]bool{}
+	ts.wildcard, ts.legacy = false, false
+	if len(names) == 0 {
+		if !ts.sentName {
+			ts.wildcard, ts.legacy = true, true
+		}
+	} else {
+		ts.sentName = true
+		for _, n := range names {
+			if n == "*" {
+				ts.wildcard = true
+			} else {
+				ts.names[n] = true
+			}
+		}
+	}
+	ts.sent = true
+	ts.dropUncovered()
+	c.notifyLocked()
+	return c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version,
+		ResourceNames: ts.last, ResponseNonce: ts.nonce})
+}
+
+// SendDelta sends a delta request for typeURL subscribing and unsubscribing
+// exactly these names ("*" is the wildcard); the first request of a type on
+// a stream with nothing to subscribe is the legacy wildcard.
+func (c *Client) SendDelta(typeURL string, subscribe, unsubscribe []string) error {
+	if !c.opts.Delta {
+		return errors.New("xdstest: SendDelta on a SotW client")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sendDeltaLocked(typeURL, subscribe, unsubscribe, nil)
+}
+
+func (c *Client) sendDeltaLocked(typeURL string, subscribe, unsubscribe []string, initial map[string]string) error {
+	ts := c.typeLocked(typeURL)
+	if !ts.sent && len(subscribe) == 0 {
+		ts.wildcard, ts.legacy = true, true
+	}
+	for _, n := range subscribe {
+		if n == "*" {
+			ts.wildcard, ts.legacy = true, false
+		} else {
+			ts.names[n] = true
+		}
+	}
+	for _, n := range unsubscribe {
+		if n == "*" {
+			ts.wildcard, ts.legacy = false, false
+		} else {
+			delete(ts.names, n)
+		}
+	}
+	ts.sent = true
+	ts.dropUncovered()
+	c.notifyLocked()
+	return c.sendLocked(typeURL, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL,
+		ResourceNamesSubscribe: subscribe, ResourceNamesUnsubscribe: unsubscribe, InitialResourceVersions: initial})
+}
+
+// Subscribe changes the subscription for typeURL to s with the requests of
+// the client's protocol: SotW sends the whole list; delta sends the
+// difference from the current subscription. A legacy wildcard the stream
+// cannot say any more (names were sent before) is said as "*".
+func (c *Client) Subscribe(typeURL string, s Sub) error {
+	if !c.opts.Delta {
+		c.mu.Lock()
+		canLegacy := !c.typeLocked(typeURL).sentName
+		c.mu.Unlock()
+		var names []string
+		if s.Wildcard && !(s.Legacy && canLegacy && len(s.Names) == 0) {
+			names = append(names, "*")
+		}
+		names = append(names, s.Names...)
+		if len(names) == 0 && canLegacy && !s.Wildcard {
+			return ErrNothingFirst
+		}
+		return c.SendSotW(typeURL, names)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ts := c.typeLocked(typeURL)
+	var sub, unsub []string
+	want := map[string]bool{}
+	for _, n := range s.Names {
+		want[n] = true
+		if !ts.names[n] {
+			sub = append(sub, n)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(ts.names)) {
+		if !want[n] {
+			unsub = append(unsub, n)
+		}
+	}
+	switch {
+	case s.Wildcard && !ts.wildcard && s.Legacy && !ts.sent:
+		if err := c.sendDeltaLocked(typeURL, nil, nil, nil); err != nil {
+			return err
+		}
+		if len(sub) == 0 {
+			return nil
+		}
+	case s.Wildcard && !ts.wildcard:
+		sub = append([]string{"*"}, sub...)
+	case !s.Wildcard && ts.wildcard:
+		unsub = append([]string{"*"}, unsub...)
+	}
+	if len(sub) == 0 && len(unsub) == 0 {
+		return nil
+	}
+	return c.sendDeltaLocked(typeURL, sub, unsub, nil)
+}
+
+// NACK makes the client NACK the next n responses of typeURL.
+func (c *Client) NACK(typeURL string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.typeLocked(typeURL).nack += n
+}
+
+// Reconnect ends the client's streams and opens new ones on the same
+// connection, re-sending each type's subscription with what the client
+// holds (SotW: the last accepted version_info; delta:
+// initial_resource_versions). What it holds is kept, as a client does.
+func (c *Client) Reconnect() error {
+	c.mu.Lock()
+	old := c.sess
+	c.sess = c.newSession()
+	c.mu.Unlock()
+	old.cancel()
+	old.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, typeURL := range slices.Sorted(maps.Keys(c.types)) {
+		ts := c.types[typeURL]
+		wasSent := ts.sent
+		ts.sent, ts.sentName, ts.nonce = false, false, ""
+		if !wasSent || (!ts.wildcard && len(ts.names) == 0) {
+			continue // nothing to ask for: a new stream says nothing of the type
+		}
+		names := slices.Sorted(maps.Keys(ts.names))
+		if !c.opts.Delta {
+			var req []string
+			if ts.wildcard && !(ts.legacy && len(names) == 0) {
+				req = append(req, "*")
+			}
+			req = append(req, names...)
+			ts.last = req
+			ts.sent, ts.sentName = true, len(req) > 0
+			if err := c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version, ResourceNames: req}); err != nil {
+				return err
+			}
+			continue
+		}
+		var sub []string
+		if ts.wildcard && !(ts.legacy && len(names) == 0) {
+			sub = append(sub, "*")
+		}
+		sub = append(sub, names...)
+		initial := maps.Clone(ts.versions)
+		ts.sent = true
+		if err := c.sendLocked(typeURL, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL,
+			ResourceNamesSubscribe: sub, InitialResourceVersions: initial}); err != nil {
+			return err
+		}
+	}
+	c.notifyLocked()
+	return nil
+}
+
+// Held returns what the client holds of typeURL: name -> resource.
+func (c *Client) Held(typeURL string) map[string]*anypb.Any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ts := c.types[typeURL]; ts != nil {
+		return maps.Clone(ts.held)
+	}
+	return map[string]*anypb.Any{}
+}
+
+// Versions returns the delta resource versions the client holds of typeURL.
+func (c *Client) Versions(typeURL string) map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ts := c.types[typeURL]; ts != nil {
+		return maps.Clone(ts.versions)
+	}
+	return map[string]string{}
+}
+
+// Rejected returns, for names the client NACKed and has not accepted a newer
+// word on since, what the NACKed response said (nil: that it is absent).
+func (c *Client) Rejected(typeURL string) map[string]*anypb.Any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ts := c.types[typeURL]; ts != nil {
+		return maps.Clone(ts.rejected)
+	}
+	return map[string]*anypb.Any{}
+}
+
+// Subscription returns how the server must read the client's subscription
+// of typeURL.
+func (c *Client) Subscription(typeURL string) Sub {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ts := c.types[typeURL]
+	if ts == nil {
+		return Sub{}
+	}
+	return Sub{Wildcard: ts.wildcard, Legacy: ts.legacy, Names: slices.Sorted(maps.Keys(ts.names))}
+}
+
+// Counts returns the responses of typeURL received and NACKed.
+func (c *Client) Counts(typeURL string) (received, nacked int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ts := c.types[typeURL]; ts != nil {
+		return ts.received, ts.nacked
+	}
+	return 0, 0
+}
+
+// Log returns the last responses handled (up to 1024), oldest first.
+func (c *Client) Log() []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+// Err returns the error that ended one of the current session's streams
+// (nil while they are all open).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess.err
+}
+
+// Changed returns a channel closed at the client's next change of state.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// WaitFor waits until cond holds (checked now and after every change) or ctx
+// ends; it reports whether cond held.
+func (c *Client) WaitFor(ctx context.Context, cond func(*Client) bool) bool {
+	for {
+		ch := c.Changed()
+		if cond(c) {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return cond(c)
+		}
+	}
+}
+
+// Close ends the client's streams and connection and waits for its
+// goroutines.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.closed = true
+	sess := c.sess
+	c.mu.Unlock()
+	sess.cancel()
+	sess.wg.Wait()
+	_ = c.conn.Close()
+}
