@@ -132,6 +132,15 @@ func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, 
 	if nonce != "" {
 		req.ResponseNonce = nonce
 	}
+	if req.ResponseNonce == "" {
+		// Nothing answered on this stream yet: claim no version, so the
+		// upstream sends the type's whole state. A control plane that keeps
+		// what a stream holds by its version (go-control-plane's linear
+		// cache) otherwise stays silent about a change it made while the
+		// relay was away, such as a deletion that left the type empty. The
+		// class suppresses what did not change, so clients see nothing.
+		req.VersionInfo = ""
+	}
 	if !want.Wildcard {
 		req.ResourceNames = want.Names
 	}
