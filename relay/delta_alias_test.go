@@ -28,7 +28,7 @@ func aliased(t *testing.T, name string, domain string, aliases ...string) *shard
 func TestDeltaSubscribeByAlias(t *testing.T) {
 	h := newHarness(t)
 	vh := aliased(t, "rc/vh-1", "one.example.com", "rc/one.example.com")
-	h.class.ApplyUpdate(VirtualHostType, shard.Update{Resources: []*shard.Resource{vh}, Exact: true})
+	h.class.ApplyUpdate(VirtualHostType, shard.Update{Resources: []*shard.Resource{vh}, Kind: shard.UpdateIncremental})
 
 	c := h.deltaADS(t)
 	c.subscribe(VirtualHostType, "rc/one.example.com")
@@ -52,7 +52,7 @@ func TestDeltaSubscribeByAlias(t *testing.T) {
 
 	// A change of the resource reaches the alias subscriber.
 	vh2 := aliased(t, "rc/vh-1", "uno.example.com", "rc/one.example.com")
-	h.class.ApplyUpdate(VirtualHostType, shard.Update{Resources: []*shard.Resource{vh2}, Exact: true})
+	h.class.ApplyUpdate(VirtualHostType, shard.Update{Resources: []*shard.Resource{vh2}, Kind: shard.UpdateIncremental})
 	changed := c.nextOf(VirtualHostType)
 	if names := deltaNames(changed); !slices.Equal(names, []string{"rc/vh-1"}) || changed.Resources[0].GetVersion() == got.Resources[0].GetVersion() {
 		t.Fatalf("change got %v", changed)
@@ -72,6 +72,6 @@ func TestDeltaSubscribeByAlias(t *testing.T) {
 	// pushed; the fence proves nothing came before it.
 	c.unsubscribe(VirtualHostType, "rc/one.example.com")
 	c.fence() // requests are handled in order: the unsubscription is in
-	h.class.ApplyUpdate(VirtualHostType, shard.Update{Resources: []*shard.Resource{aliased(t, "rc/vh-1", "eins.example.com", "rc/one.example.com")}, Exact: true})
+	h.class.ApplyUpdate(VirtualHostType, shard.Update{Resources: []*shard.Resource{aliased(t, "rc/vh-1", "eins.example.com", "rc/one.example.com")}, Kind: shard.UpdateIncremental})
 	c.fence()
 }

@@ -90,7 +90,7 @@ func (g *removalGate) hold(name string) bool {
 // childHeld reports whether the client holds one of children.
 func (g *removalGate) childHeld(children []string) bool {
 	for _, c := range children {
-		if _, held := g.child.held(c); held {
+		if g.child.held(c) {
 			return true
 		}
 	}

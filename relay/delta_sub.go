@@ -10,12 +10,62 @@ import (
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
-// Markers in deltaSub.over besides real versions.
+// override is what a delta client holds of one name where that differs
+// from its base, or what it is owed. The kind says which; a version is
+// only ever a version.
+//
+//	notHeld       the client does not hold the name (it dropped it, or it
+//	              left with the wildcard)
+//	heldAt(v)     it holds version v (declared in initial_resource_versions,
+//	              or a removal held back by the removal gate)
+//	owedSend      (re)subscribed: send it if it exists; report it removed
+//	              once it is known not to
+//	owedTell      unsubscribed while the wildcard covers it (the spec's
+//	              exception): send it if it exists, else report it removed
+//
+// Transitions (deltaSub.apply, forgetWildcardOnly, advance):
+//
+//	subscribe n                                 → owedSend
+//	first request declares v for n              → heldAt(v) (v empty: notHeld)
+//	unsubscribe n under the wildcard            → owedTell
+//	unsubscribe n held through base             → notHeld; otherwise the entry goes
+//	wildcard unsubscribed, n not named          → notHeld, unless owedSend
+//	a response is written                       → entries go (the client is at base),
+//	    but for: owedSend of a name neither present nor known absent; heldAt of a
+//	    name not known absent; a removal the gate holds back (heldAt, or as claimed)
+type override struct {
+	kind    overrideKind
+	version string // heldAt only
+}
+
+// overrideKind is the state of an override; an override is only ever
+// replaced whole (deltaSub.mark, advance's keep), never edited.
+type overrideKind uint8
+
 const (
-	holdNone = ""         // the client does not hold the resource
-	mustSend = "\x00send" // (re)subscribed: send it if it exists; report it removed if it is known not to
-	mustTell = "\x00tell" // send it if it exists, else report it removed (spec: unsubscribing a name also covered by the wildcard)
+	notHeld  overrideKind = iota // the zero override
+	heldAt                       // with the version held (see holding)
+	owedSend                     // sent if it exists, else removed once known absent
+	owedTell                     // sent if it exists, else removed now
 )
+
+// holding is the override of a client holding version v; an empty version
+// is no version: the client is taken not to hold the name.
+func holding(v string) override {
+	if v == "" {
+		return override{}
+	}
+	return override{kind: heldAt, version: v}
+}
+
+// held reports whether the client holds the name, or is owed it.
+func (o override) held() bool { return o.kind != notHeld }
+
+// owed reports whether the client is owed an answer about the name.
+func (o override) owed() bool { return o.kind == owedSend || o.kind == owedTell }
+
+// at reports whether the client holds the name at version v.
+func (o override) at(v string) bool { return o.kind == heldAt && o.version == v }
 
 // deltaSub is a delta stream's state for one type URL. What the client holds
 // is base (a version of a shard, shared with every stream that holds it)
@@ -28,11 +78,11 @@ type deltaSub struct {
 	names    map[string]struct{} // explicit subscriptions
 	shard    *shard.Shard        // nil when subscribed to nothing
 
-	base      *shard.Response   // what the client holds, nil before the first response
-	over      map[string]string // name -> version held, or a marker; overrides base; nil when empty
-	told      bool              // a response was sent for this type
-	retell    bool              // the last request changed what must be told (reader only)
-	switching bool              // between a request's marks and its shard's installation
+	base      *shard.Response     // what the client holds, nil before the first response
+	over      map[string]override // what the client holds where it is not base; nil when empty
+	told      bool                // a response was sent for this type
+	retell    bool                // the last request changed what must be told (reader only)
+	switching bool                // between a request's marks and its shard's installation
 	// holds: removals of this parent type held back until the client no
 	// longer holds the removed resource's children, or a deadline (see
 	// removalGate); each name is still claimed in over. Nil when none.
@@ -48,11 +98,11 @@ func newDeltaSub(typeURL string) *deltaSub {
 }
 
 // mark sets what the client holds of name, overriding base.
-func (d *deltaSub) mark(name, v string) {
+func (d *deltaSub) mark(name string, o override) {
 	if d.over == nil {
-		d.over = map[string]string{}
+		d.over = map[string]override{}
 	}
-	d.over[name] = v
+	d.over[name] = o
 }
 
 func versionOf(r *shard.Response) string {
@@ -82,13 +132,13 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 		}
 		// Sent even if the client seems to hold it: it may have forgotten it.
 		d.names[n] = struct{}{}
-		d.mark(n, mustSend)
+		d.mark(n, override{kind: owedSend})
 		d.retell = true
 	}
 	if first {
 		// Reconnect: what the client already holds is not sent again.
 		for n, v := range req.GetInitialResourceVersions() {
-			d.mark(n, v)
+			d.mark(n, holding(v))
 		}
 	}
 	for _, n := range unsub {
@@ -105,10 +155,10 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 		delete(d.names, n)
 		switch {
 		case d.wildcard:
-			d.mark(n, mustTell)
+			d.mark(n, override{kind: owedTell})
 			d.retell = true
 		case d.base != nil && d.base.Has(n), d.base != nil && d.base.Aliases[n] != "":
-			d.mark(n, holdNone) // the client drops it; no answer needed
+			d.mark(n, override{}) // the client drops it; no answer needed
 		default:
 			// Nothing the client was sent goes by this name: forget it, so
 			// that names subscribed and unsubscribed in turn leave nothing.
@@ -125,8 +175,8 @@ func (d *deltaSub) forgetWildcardOnly() {
 		// through the wildcard are dropped with it; so is the answer owed to
 		// an unsubscription the wildcard covered (the exception needs the
 		// wildcard to stay).
-		if _, named := d.names[n]; !named && v != mustSend {
-			d.over[n] = holdNone
+		if _, named := d.names[n]; !named && v.kind != owedSend {
+			d.over[n] = override{}
 		}
 	}
 	if d.base == nil {
@@ -134,15 +184,15 @@ func (d *deltaSub) forgetWildcardOnly() {
 	}
 	for _, n := range d.base.Names {
 		if _, named := d.names[n]; !named {
-			d.mark(n, holdNone)
+			d.mark(n, override{})
 		}
 	}
 }
 
 // mustTell reports whether a name awaits the wildcard-unsubscribe answer.
 func (d *deltaSub) mustTell() bool {
-	for _, v := range d.over {
-		if v == mustTell {
+	for _, o := range d.over {
+		if o.kind == owedTell {
 			return true
 		}
 	}
@@ -153,46 +203,50 @@ func (d *deltaSub) subscription() shard.Subscription {
 	return shard.Subscription{Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names))}
 }
 
-// held is the version of name the client holds.
-func (d *deltaSub) held(name string) (string, bool) {
-	if v, ok := d.over[name]; ok {
-		return v, v != holdNone
+// held reports whether the client holds name (or is owed it).
+func (d *deltaSub) held(name string) bool {
+	if o, ok := d.over[name]; ok {
+		return o.held()
 	}
 	if d.base != nil {
-		if r, ok := d.base.Lookup(name); ok {
-			return r.Version(), true
-		}
+		_, ok := d.base.Lookup(name)
+		return ok
 	}
-	return "", false
+	return false
 }
 
 // overridden returns the override of a resource, by its name or, when the
-// client subscribed by alias, by an alias; a marker asking to send or tell
-// wins over a held version.
-func (d *deltaSub) overridden(r *shard.Resource) (string, bool) {
-	v, ok := d.over[r.Name]
-	if ok && (v == mustSend || v == mustTell) {
-		return v, true
+// client subscribed by alias, by an alias; an answer owed wins over a held
+// version.
+func (d *deltaSub) overridden(r *shard.Resource) (override, bool) {
+	o, ok := d.over[r.Name]
+	if ok && o.owed() {
+		return o, true
 	}
 	for _, a := range r.Aliases {
-		if av, aok := d.over[a]; aok {
-			if av == mustSend || av == mustTell {
-				return av, true
+		if ao, aok := d.over[a]; aok {
+			if ao.owed() {
+				return ao, true
 			}
 			if !ok {
-				v, ok = av, true
+				o, ok = ao, true
 			}
 		}
 	}
-	return v, ok
+	return o, ok
 }
 
-// heldResource is the version of r the client holds.
-func (d *deltaSub) heldResource(r *shard.Resource) (string, bool) {
-	if v, ok := d.overridden(r); ok {
-		return v, v != holdNone
+// holdsCurrent reports whether the client holds r at r's version.
+func (d *deltaSub) holdsCurrent(r *shard.Resource) bool {
+	if o, ok := d.overridden(r); ok {
+		return o.at(r.Version())
 	}
-	return d.held(r.Name)
+	if d.base != nil {
+		if br, ok := d.base.Lookup(r.Name); ok {
+			return br.Version() == r.Version()
+		}
+	}
+	return false
 }
 
 // advance moves the client to shard version c and returns the nonce-less
@@ -232,7 +286,7 @@ func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body
 				continue
 			}
 			if keep == nil {
-				keep = map[string]string{}
+				keep = map[string]override{}
 			}
 			keep[n] = d.claim(n)
 		}
@@ -249,57 +303,50 @@ func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body
 	return shard.EncodeDelta(d.typeURL, c.Version, changed, removed), true
 }
 
-// claim is what the client holds of name, as over records it: a version
-// (or marker) from over, else the version in base.
-func (d *deltaSub) claim(name string) string {
-	if v, ok := d.over[name]; ok {
-		return v
+// claim is what the client holds of name, as over records it: the
+// override, else the version in base.
+func (d *deltaSub) claim(name string) override {
+	if o, ok := d.over[name]; ok {
+		return o
 	}
 	if d.base != nil {
 		if r, ok := d.base.Lookup(name); ok {
-			return r.Version()
+			return holding(r.Version())
 		}
 	}
-	return holdNone
+	return override{}
 }
 
 // diffTo computes what the client lacks of c and what it must drop, and the
 // overrides still unresolved after that.
-func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed []string, keep map[string]string) {
+func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed []string, keep map[string]override) {
 	for _, r := range c.Resources {
-		if v, ok := d.heldResource(r); !ok || v != r.Version() {
+		if !d.holdsCurrent(r) {
 			changed = append(changed, r)
 		}
 	}
-	for n, v := range d.over {
+	for n, o := range d.over {
 		if c.Has(n) {
 			continue
 		}
-		switch v {
-		case holdNone:
-		case mustTell:
+		switch o.kind {
+		case notHeld:
+		case owedTell:
 			removed = append(removed, n)
-		case mustSend:
+		case owedSend, heldAt:
 			if c.KnownAbsent(n) {
 				removed = append(removed, n)
-			} else {
-				if keep == nil {
-					keep = map[string]string{}
-				}
-				keep[n] = mustSend // unknown yet: tell when it appears or is known absent
+				continue
 			}
-		default: // a version the client holds (e.g. declared in initial_resource_versions)
-			if c.KnownAbsent(n) {
-				removed = append(removed, n)
-			} else {
-				// Not in c and not known absent: the client still holds it as
-				// far as anyone knows; keep the claim, so a deletion learned
-				// later is reported.
-				if keep == nil {
-					keep = map[string]string{}
-				}
-				keep[n] = v
+			// owedSend: unknown yet, tell when it appears or is known
+			// absent. heldAt (e.g. declared in initial_resource_versions):
+			// not in c and not known absent, the client still holds it as
+			// far as anyone knows; keep the claim, so a deletion learned
+			// later is reported.
+			if keep == nil {
+				keep = map[string]override{}
 			}
+			keep[n] = o
 		}
 	}
 	if d.base != nil && c.AbsenceKnown {

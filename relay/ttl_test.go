@@ -311,7 +311,7 @@ func TestTTLReplaceKeepsHeartbeatOnlyResource(t *testing.T) {
 	ttl := ttlBytes(t, 30*time.Second)
 	a := withTTL(resource(t, ClusterType, "a", 1), ttl)
 	b := withTTL(resource(t, ClusterType, "b", 1), ttl)
-	h.class.ApplyUpdate(ClusterType, shard.Update{Resources: []*shard.Resource{a, b}, Replace: true})
+	h.class.ApplyUpdate(ClusterType, shard.Update{Resources: []*shard.Resource{a, b}, Kind: shard.UpdateFull})
 	c := h.deltaADS(t)
 	c.subscribe(ClusterType, "*")
 	r1 := c.nextOf(ClusterType)
@@ -322,7 +322,7 @@ func TestTTLReplaceKeepsHeartbeatOnlyResource(t *testing.T) {
 
 	// b as a resource, a only as a heartbeat: the complete state is still a, b.
 	u := heartbeat(ClusterType, ttl, "a")
-	u.Resources, u.Replace = []*shard.Resource{b}, true
+	u.Resources, u.Kind = []*shard.Resource{b}, shard.UpdateFull
 	h.class.ApplyUpdate(ClusterType, u)
 	hb := nextDeltaRaw(t, c)
 	if len(hb.RemovedResources) != 0 || len(hb.Resources) != 1 || hb.Resources[0].Name != "a" || hb.Resources[0].Resource != nil {

@@ -134,7 +134,7 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 // the upstream was never asked for the type or was last asked for nothing.
 // A type's next subscription starts a new table, as its first did.
 func (c *Class) freeIfIdle(t *table) {
-	if len(t.shards) == 0 && len(t.resources) == 0 && len(t.pending) == 0 && (!t.reported || t.requested.Empty()) &&
+	if len(t.shards) == 0 && len(t.resources) == 0 && len(t.pending) == 0 && t.up.askedForNothing() &&
 		c.tables[t.typeURL] == t {
 		delete(c.tables, t.typeURL)
 	}
@@ -155,8 +155,7 @@ func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) {
 		return // nothing asked of a type the class holds nothing of
 	}
 	t := c.table(typeURL)
-	t.incremental = incremental
-	if deadline := t.setRequested(sub, time.Now()); !deadline.IsZero() {
+	if deadline := t.setRequested(sub, incremental, time.Now()); !deadline.IsZero() {
 		// The timer's goroutine only takes the class lock and returns.
 		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
 	}
@@ -183,23 +182,16 @@ func (c *Class) TypeURLs() []string {
 
 // Update is one upstream update of a type URL.
 type Update struct {
-	// Resources are new or changed resources (with Replace: all of them).
+	// Kind says what the update tells about the type's state (the zero
+	// kind merges).
+	Kind UpdateKind
+	// Resources are new or changed resources (UpdateFull: all of them).
 	Resources []*Resource
-	// Removed are names deleted (incremental upstreams).
+	// Removed are names deleted (UpdateIncremental).
 	Removed []string
 	// Heartbeats refresh the TTL of resources held, without changing them
 	// (spec "TTL": a Resource with no resource and the same version).
 	Heartbeats []HeartbeatEntry
-	// Replace: Resources (and the heartbeat names) are the complete state;
-	// anything else is deleted.
-	Replace bool
-	// Exact: the source reports deletions (incremental upstream), so
-	// absence is known even without Replace.
-	Exact bool
-	// HeartbeatOnly: the upstream's message held heartbeats only. It is no
-	// answer about the state: it neither resolves pending names nor changes
-	// what absence means.
-	HeartbeatOnly bool
 	// Version, when set, is the upstream's version_info, passed through as
 	// the SotW version of the shards whose content this update (or a later
 	// rebuild) changes; empty: versions are content hashes.
@@ -220,14 +212,18 @@ type HeartbeatEntry struct {
 // merged. Shards whose content changed get a new encoded response and their
 // watchers are told, in shard then watcher order, before Apply returns.
 func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
-	c.ApplyUpdate(typeURL, Update{Resources: update, Replace: replace})
+	kind := UpdateMerge
+	if replace {
+		kind = UpdateFull
+	}
+	c.ApplyUpdate(typeURL, Update{Kind: kind, Resources: update})
 }
 
 // ApplyDelta installs an incremental upstream update of typeURL: updated
 // resources are merged and removed names deleted. An incremental upstream
 // reports deletions, so absence from the table is known to mean deletion.
 func (c *Class) ApplyDelta(typeURL string, updated []*Resource, removed []string) {
-	c.ApplyUpdate(typeURL, Update{Resources: updated, Removed: removed, Exact: true})
+	c.ApplyUpdate(typeURL, Update{Kind: UpdateIncremental, Resources: updated, Removed: removed})
 }
 
 // ApplyUpdate installs u into typeURL's table, rebuilds the shards it
@@ -240,10 +236,6 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
 	}
 	t := c.table(typeURL)
-	if !u.HeartbeatOnly {
-		t.authoritative = u.Replace || u.Exact
-		t.upstreamVersion = u.Version
-	}
 	resources := u.Resources
 	beats := u.Heartbeats[:0:0]
 	for _, hb := range u.Heartbeats {
@@ -261,34 +253,34 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 			resources = append(resources, &Resource{Name: r.Name, Aliases: r.Aliases, Any: r.Any, TTL: hb.TTL,
 				Hash: h, UpstreamVersion: r.UpstreamVersion, Children: r.Children})
 		default:
-			if u.Replace {
+			if u.Kind == UpdateFull {
 				resources = append(resources, r) // still there, unchanged
 			}
 			beats = append(beats, hb)
 		}
 	}
-	changed := t.apply(resources, u.Replace)
+	changed := t.apply(resources, u.Kind == UpdateFull)
 	for _, n := range u.Removed {
 		changed = append(changed, t.drop(n)...)
-		if _, ok := t.pending[n]; ok && u.Exact {
+		if u.Kind == UpdateIncremental && t.pending.told(n) {
 			// An incremental upstream said it is gone: known absent now.
-			delete(t.pending, n)
 			changed = append(changed, n)
 		}
 	}
-	if !u.HeartbeatOnly {
-		changed = append(changed, t.resolvePending(time.Now(), false)...)
-	}
 	var shards map[*Shard]struct{}
-	if !u.HeartbeatOnly && (!t.received || t.wildcardPending) {
-		t.received, t.wildcardPending = true, false
-		shards = map[*Shard]struct{}{}
-		for _, list := range t.shards {
-			for _, s := range list {
-				shards[s] = struct{}{}
+	if u.Kind.answers() {
+		changed = append(changed, t.pending.answerCame()...)
+		if t.up.answer(u.Kind, u.Version) {
+			// The first answer, or the re-asked wildcard's: every shard.
+			shards = map[*Shard]struct{}{}
+			for _, list := range t.shards {
+				for _, s := range list {
+					shards[s] = struct{}{}
+				}
 			}
 		}
-	} else if len(changed) > 0 {
+	}
+	if shards == nil && len(changed) > 0 {
 		shards = t.affected(changed)
 	}
 	ctx := u.Ctx
@@ -357,14 +349,10 @@ func (c *Class) expirePending(typeURL string) {
 	if t == nil {
 		return
 	}
-	if names := t.resolvePending(time.Now(), true); len(names) > 0 {
+	if names := t.pending.expire(time.Now()); len(names) > 0 {
 		// An upstream silent for the whole grace has answered "nothing":
-		// also when it never answered this type at all (whose absence is then
-		// as known as its answers would have made it).
-		if !t.received {
-			t.received = true
-			t.authoritative = t.fullState || t.incremental
-		}
+		// also when it never answered this type at all.
+		t.up.silentThroughGrace(t.fullState)
 		c.rebuildAndNotify(context.Background(), t, t.affected(names), time.Now())
 	}
 }
@@ -407,7 +395,7 @@ func (c *Class) Status() []TypeStatus {
 	out := make([]TypeStatus, 0, len(c.tables))
 	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
 		t := c.tables[typeURL]
-		ts := TypeStatus{TypeURL: typeURL, Received: t.received, Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
+		ts := TypeStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
 		for _, list := range t.shards {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}

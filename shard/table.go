@@ -3,11 +3,7 @@ package shard
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/xds-relay/xds-relay/dedup"
-	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // Well-known type URLs with state-of-the-world "full state" semantics: every
@@ -26,25 +22,12 @@ func FullState(typeURL string) bool { return typeURL == ListenerType || typeURL 
 type table struct {
 	typeURL   string
 	fullState bool
-	received  bool // the upstream has answered for this type at least once
-	// authoritative: the source sends complete state for this type (Apply
-	// with replace), so absence means the resource does not exist.
-	authoritative bool
-
-	// What the upstream was last asked for, when the upstream reports it
-	// (see Class.Requested). Sources that always hold the complete state
-	// never report, and nothing is pruned for them.
-	requested       Subscription
-	reported        bool // setRequested was called: requested is meaningful
-	incremental     bool // the upstream speaks delta: its answers name deletions
-	wildcardPending bool // wildcard requested again; the answer is not in yet
-	// upstreamVersion: the version_info of the last update, when the
-	// upstream's versions are passed through (Update.Version).
-	upstreamVersion string
-	// pending: names of a full-state type newly wanted and not held, whose
-	// answer the upstream has not given yet, with the deadline after which
-	// they count as absent (zero: not requested yet, e.g. upstream down).
-	pending map[string]time.Time
+	// up is what the upstream answered and was asked for (see
+	// upstreamState for its phases).
+	up upstreamState
+	// pending: names newly wanted and not held that only the upstream can
+	// tell about (see markPending), each waiting as its pendingName says.
+	pending pendingNames
 
 	resources map[string]*Resource
 	sorted    []string          // sorted keys of resources; nil when stale
@@ -70,7 +53,7 @@ func newTable(typeURL string) *table {
 		shards:    map[Key][]*Shard{},
 		byName:    map[string]map[*Shard]struct{}{},
 		wildcards: map[*Shard]struct{}{},
-		pending:   map[string]time.Time{},
+		pending:   pendingNames{},
 	}
 }
 
@@ -118,13 +101,18 @@ func (t *table) add(s *Shard) (interestChanged bool) {
 // tell, with an upstream that subscribes by name: for full-state types, or
 // any type when the upstream is incremental.
 func (t *table) markPending(name string) {
-	if !(t.fullState || t.incremental) || !t.reported || t.requested.Wildcard || t.requested.Has(name) {
+	if !t.namesAwaitAnswer() || !t.up.unaskedName(name) {
 		return
 	}
 	if _, held := t.resource(name); !held {
-		t.pending[name] = time.Time{}
+		t.pending.want(name)
 	}
 }
+
+// namesAwaitAnswer reports whether names the table lacks wait for the
+// upstream's answer before shards are served without them: for full-state
+// types, or any type when the upstream is incremental.
+func (t *table) namesAwaitAnswer() bool { return t.fullState || t.up.incremental }
 
 // pendingIn returns the names of shard s still pending at now.
 func (t *table) pendingIn(s *Shard, now time.Time) []string {
@@ -133,24 +121,7 @@ func (t *table) pendingIn(s *Shard, now time.Time) []string {
 	}
 	var out []string
 	for _, n := range s.Sub.Names {
-		if d, ok := t.pending[n]; ok && (d.IsZero() || now.Before(d)) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// noGrace is the deadline of pending names that only an answer resolves.
-var noGrace = time.Unix(1<<40, 0)
-
-// resolvePending ends the wait of requested names: all of them when the
-// upstream answered (expiredOnly false), or those past their deadline. It
-// returns the names resolved.
-func (t *table) resolvePending(now time.Time, expiredOnly bool) []string {
-	var out []string
-	for n, d := range t.pending {
-		if !d.IsZero() && (!expiredOnly || !now.Before(d)) {
-			delete(t.pending, n)
+		if p, ok := t.pending[n]; ok && p.waiting(now) {
 			out = append(out, n)
 		}
 	}
@@ -177,9 +148,7 @@ func (t *table) remove(s *Shard) (interestChanged bool) {
 			delete(t.byName, n)
 			t.namePayload -= nameBytes(n)
 			interestChanged = true
-			if d, ok := t.pending[n]; ok && d.IsZero() {
-				delete(t.pending, n) // never asked for, and nobody waits for it
-			}
+			t.pending.unwanted(n) // never asked for, and nobody waits for it
 		}
 	}
 	// Resources stay until the upstream is told it need not send them any
@@ -214,51 +183,49 @@ func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
 
 // setRequested records what the upstream was asked for and drops resources
 // it will no longer keep current: those neither requested nor in the
-// current interest. A wildcard requested anew is pending until the next
-// response, so wildcard shards are not served a partial state meanwhile.
-func (t *table) setRequested(sub Subscription, now time.Time) (deadline time.Time) {
-	if sub.Wildcard && !t.requested.Wildcard && t.received {
-		t.wildcardPending = true
+// current interest. A wildcard requested anew is awaited until the next
+// answer, so wildcard shards are not served a partial state meanwhile. It
+// returns the earliest grace deadline it started (zero: none).
+func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) (deadline time.Time) {
+	prevRequested := t.up.requested
+	t.up.ask(sub, incremental)
+	if sub.Wildcard {
+		// A wildcard answer is complete: nothing is pending by name.
+		t.pendingPeak = max(t.pendingPeak, len(t.pending))
+		clear(t.pending)
+		return time.Time{}
 	}
-	if !sub.Wildcard && (t.fullState || t.incremental) {
+	if t.namesAwaitAnswer() {
 		// Names asked for by this request, not held and not asked before:
 		// the very first request of a type, too, whose names nobody could
 		// mark pending when they were subscribed.
 		for _, n := range sub.Names {
-			if _, held := t.resource(n); !held && !t.requested.Has(n) {
+			if _, held := t.resource(n); !held && !prevRequested.Has(n) {
 				if _, ok := t.pending[n]; !ok {
-					t.pending[n] = time.Time{}
+					t.pending.want(n)
 				}
 			}
 		}
 	}
-	t.requested, t.reported = sub, true
 	t.pendingPeak = max(t.pendingPeak, len(t.pending))
-	for n, d := range t.pending {
-		if !sub.Wildcard && !sub.Has(n) && t.byName[n] == nil {
-			// Not asked for any more, and no shard waits for it: its
-			// answer would be dropped anyway.
-			delete(t.pending, n)
+	for n := range t.pending {
+		if !sub.Has(n) {
+			if t.byName[n] == nil {
+				// Not asked for any more, and no shard waits for it: its
+				// answer would be dropped anyway.
+				delete(t.pending, n)
+			}
 			continue
 		}
-		if d.IsZero() && (sub.Wildcard || sub.Has(n)) {
-			if !t.fullState {
-				// Other types are served without the name meanwhile (nothing
-				// is inferred from a partial answer), and the name is never
-				// declared absent by a timer: only the upstream's answer does.
-				t.pending[n] = noGrace
-				continue
-			}
-			deadline = now.Add(PendingGrace)
-			t.pending[n] = deadline
+		// Other types than Listener and Cluster are served without the
+		// name meanwhile (nothing is inferred from a partial answer), and
+		// the name is never declared absent by a timer: only the
+		// upstream's answer does.
+		if d := t.pending.ask(n, t.fullState, now); !d.IsZero() {
+			deadline = d
 		}
 	}
-	defer func() {
-		if sub.Wildcard {
-			clear(t.pending) // a wildcard answer is complete: nothing is pending by name
-		}
-	}()
-	if sub.Wildcard || len(t.wildcards) > 0 {
+	if len(t.wildcards) > 0 {
 		return deadline
 	}
 	for name, r := range t.resources {
@@ -295,7 +262,7 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 			t.sorted = nil
 		}
 		t.resources[r.Name] = r
-		delete(t.pending, r.Name) // the upstream has told about it: no longer pending
+		t.pending.told(r.Name) // the upstream has told about it: no longer pending
 		for _, a := range r.Aliases {
 			t.aliases[a] = r.Name
 		}
@@ -366,143 +333,6 @@ func (t *table) affected(names []string) map[*Shard]struct{} {
 		for s := range t.byName[n] {
 			out[s] = struct{}{}
 		}
-	}
-	return out
-}
-
-// rebuild recomputes a shard's response from the table. It returns true when
-// the shard's content changed (identical content is suppressed: same version,
-// no new response).
-func (t *table) rebuild(s *Shard) bool {
-	if !t.received || (s.Sub.Wildcard && (t.wildcardPending || t.reported && !t.requested.Wildcard)) {
-		return false // a wildcard shard is not served a partial state
-	}
-	unknown := t.pendingIn(s, time.Now())
-	if len(unknown) > 0 && t.fullState {
-		return false // nor a full-state shard one lacking a name not yet answered
-	}
-	if t.wildcardPending && t.fullState && !s.Sub.Wildcard && t.lacksAny(s.Sub.Names) {
-		return false // nor one lacking a name the pending wildcard's answer will tell of
-	}
-	var included []*Resource
-	if s.Sub.Wildcard {
-		// Explicit names are already covered: the table only holds resources
-		// of the class's union interest, and a wildcard shard takes them all.
-		names := t.sortedNames()
-		included = make([]*Resource, 0, len(names))
-		for _, n := range names {
-			included = append(included, t.resources[n])
-		}
-	} else {
-		included = t.selectNames(s.Sub.Names)
-	}
-	h := dedup.NewSetHasher(t.typeURL)
-	size := 0
-	var aliases map[string]string
-	for _, r := range included {
-		h.Add(r.Name, r.Hash)
-		size += len(r.Any) + 8
-		for _, a := range r.Aliases {
-			if aliases == nil {
-				aliases = map[string]string{}
-			}
-			aliases[a] = r.Name
-		}
-	}
-	// The version clients see is the content's; the pending names are part
-	// of the shard version's identity only (Sum), so resolving one is news
-	// to delta clients but not a new SotW version.
-	contentSum := h.Sum()
-	for _, n := range unknown {
-		h.Add("\x00unknown\x00"+n, 0)
-	}
-	sum := h.Sum()
-	cur := s.current.Load()
-	if len(included) == 0 && !t.fullState && !t.authoritative {
-		// Nothing to tell anyone: a SotW response would be a no-op, and with
-		// a merging source absence is not known to be deletion.
-		s.current.Store(nil)
-		return false
-	}
-	if cur != nil && cur.Sum == sum {
-		return false
-	}
-	version := dedup.Version(contentSum)
-	if t.upstreamVersion != "" {
-		version = t.upstreamVersion // the upstream's, as of this content
-	}
-	bb := wire.NewBodyBuilder(version, size)
-	outNames := make([]string, len(included))
-	for i, r := range included {
-		bb.AddResource(r.Any)
-		outNames[i] = r.Name
-	}
-	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: wire.NewBody(bb.Finish(t.typeURL)),
-		Names: outNames, Resources: included, AbsenceKnown: t.authoritative, Unknown: unknown, Aliases: aliases,
-		UpstreamVersioned: t.upstreamVersion != ""}
-	for _, r := range included {
-		next.HasTTL = next.HasTTL || r.TTL != nil
-	}
-	if cur != nil {
-		next.HasPrev, next.PrevSum = true, cur.Sum
-		next.Changed, next.Removed = diff(cur, next)
-	}
-	s.current.Store(next)
-	return true
-}
-
-// diff returns the resources of next that old lacks or has at another
-// version, and, when absence is known, the names of old that next lacks.
-// Both responses are sorted by name.
-func diff(old, next *Response) (changed []*Resource, removed []string) {
-	i, j := 0, 0
-	for i < len(old.Resources) || j < len(next.Resources) {
-		switch {
-		case j == len(next.Resources) || i < len(old.Resources) && old.Resources[i].Name < next.Resources[j].Name:
-			if next.KnownAbsent(old.Resources[i].Name) {
-				removed = append(removed, old.Resources[i].Name)
-			}
-			i++
-		case i == len(old.Resources) || next.Resources[j].Name < old.Resources[i].Name:
-			changed = append(changed, next.Resources[j])
-			j++
-		default:
-			if old.Resources[i].Hash != next.Resources[j].Hash {
-				changed = append(changed, next.Resources[j])
-			}
-			i++
-			j++
-		}
-	}
-	return changed, removed
-}
-
-// lacksAny reports whether some of names is not held (by name or alias).
-func (t *table) lacksAny(names []string) bool {
-	for _, n := range names {
-		if _, ok := t.resource(n); !ok {
-			return true
-		}
-	}
-	return false
-}
-
-// selectNames returns the resources subscribed to by name or alias, each
-// once, sorted by name.
-func (t *table) selectNames(names []string) []*Resource {
-	out := make([]*Resource, 0, len(names))
-	aliased := false
-	for _, n := range names {
-		if r, ok := t.resources[n]; ok {
-			out = append(out, r)
-		} else if r, ok := t.resource(n); ok {
-			out = append(out, r)
-			aliased = true
-		}
-	}
-	if aliased {
-		slices.SortFunc(out, func(a, b *Resource) int { return strings.Compare(a.Name, b.Name) })
-		out = slices.CompactFunc(out, func(a, b *Resource) bool { return a == b })
 	}
 	return out
 }

@@ -38,7 +38,7 @@ func TestTTLAndHeartbeats(t *testing.T) {
 	// A heartbeat-only full-state update keeps x, changes no version, and
 	// is forwarded only to the shard holding x.
 	v2 := all.Current()
-	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("y", "1")}, Heartbeats: []HeartbeatEntry{{Name: "x", TTL: []byte("60s")}}, Replace: true})
+	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("y", "1")}, Heartbeats: []HeartbeatEntry{{Name: "x", TTL: []byte("60s")}}, Kind: UpdateFull})
 	if all.Current() != v2 {
 		t.Fatal("a heartbeat changed the shard's version (or replace deleted x)")
 	}

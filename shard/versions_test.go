@@ -8,21 +8,21 @@ import "testing"
 func TestUpstreamVersionPassedThrough(t *testing.T) {
 	c, _ := newTestClass(t)
 	w := &recorder{}
-	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "1")}, Replace: true, Version: "v1"})
+	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "1")}, Kind: UpdateFull, Version: "v1"})
 	s := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
 	if cur := s.Current(); cur.Version != "v1" || !cur.UpstreamVersioned {
 		t.Fatalf("version %q (upstream %v), want v1", cur.Version, cur.UpstreamVersioned)
 	}
-	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "1")}, Replace: true, Version: "v2"})
+	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "1")}, Kind: UpdateFull, Version: "v2"})
 	if got := w.take(); len(got) != 0 || s.Current().Version != "v1" {
 		t.Fatalf("a version-only update told %d watchers, version %q; want none, v1", len(got), s.Current().Version)
 	}
-	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "2")}, Replace: true, Version: "v3"})
+	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "2")}, Kind: UpdateFull, Version: "v3"})
 	if got := w.take(); len(got) != 1 || s.Current().Version != "v3" {
 		t.Fatalf("a content change told %d watchers, version %q; want 1, v3", len(got), s.Current().Version)
 	}
 	// Without Version, content hashes.
-	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "3")}, Replace: true})
+	c.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("a", "3")}, Kind: UpdateFull})
 	if cur := s.Current(); cur.Version == "v3" || cur.UpstreamVersioned || len(cur.Version) != 16 {
 		t.Fatalf("version %q (upstream %v), want a content hash", cur.Version, cur.UpstreamVersioned)
 	}

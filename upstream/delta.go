@@ -174,7 +174,11 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}})
 	}
 	heartbeatOnly := len(resources) == 0 && len(resp.Removed) == 0 && len(beats) > 0
-	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Resources: resources, Removed: resp.Removed, Heartbeats: beats, Exact: true, HeartbeatOnly: heartbeatOnly, Ctx: ctx})
+	kind := shard.UpdateIncremental
+	if heartbeatOnly {
+		kind = shard.UpdateHeartbeats
+	}
+	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
 		held = map[string]string{}

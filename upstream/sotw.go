@@ -195,7 +195,14 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 	// A response of heartbeats only (go-control-plane lists just the
 	// resources with a TTL) refreshes them; it is not the state of the world.
 	heartbeatOnly := len(resources) == 0 && len(beats) > 0
-	u := shard.Update{Resources: resources, Heartbeats: beats, Replace: replace && !heartbeatOnly, HeartbeatOnly: heartbeatOnly, Ctx: ctx}
+	kind := shard.UpdateMerge
+	switch {
+	case heartbeatOnly:
+		kind = shard.UpdateHeartbeats
+	case replace:
+		kind = shard.UpdateFull
+	}
+	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx}
 	if ss.valid.passVersions {
 		u.Version = resp.VersionInfo
 	}
