@@ -12,6 +12,10 @@ const (
 	whyADSMode = "go-control-plane's snapshot cache in ADS mode answers a named request only when it names every " +
 		"resource of the type (its consistency rule for Envoy), so a class asking by name alone is never answered; " +
 		"only the legacy wildcard is exercised in that cell (docs/architecture.md, tolerated upstream behaviours)"
+	// whyMixDeltaChain: see testdata/chain-delta-wildcard-after-names.json
+	// and linear-delta-wildcard-after-restart.json.
+	whyMixDeltaChain = "open: a wildcard after names in a class is not answered through a chain of delta relays " +
+		"(deterministic), nor, once in 25 schedules, after a control-plane restart with linear caches and a delta upstream"
 	// whyFileStale: see testdata/file-stale-generation.json.
 	whyFileStale = "unclassified: after a deletion a SotW client of the file cell can keep a RouteConfiguration at a " +
 		"generation the source replaced a quiet point earlier; the quiet point does not wait for the source's " +
@@ -28,10 +32,10 @@ func Cells() []Cell {
 		{Name: "snapshot/sotw", Upstream: UpSnapshot},
 		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true},
 		{Name: "linear/sotw", Upstream: UpLinear},
-		{Name: "linear/delta", Upstream: UpLinear, Delta: true},
+		{Name: "linear/delta", Upstream: UpLinear, Delta: true, Exclude: map[Feature]string{FMix: whyMixDeltaChain}},
 		{Name: "file", Upstream: UpFile, Exclude: map[Feature]string{FDelete: whyFileStale}},
 		{Name: "chain/sotw", Upstream: UpChain},
-		{Name: "chain/delta", Upstream: UpChain, Delta: true},
+		{Name: "chain/delta", Upstream: UpChain, Delta: true, Exclude: map[Feature]string{FMix: whyMixDeltaChain}},
 	}
 }
 
