@@ -233,6 +233,9 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	}
 	for _, n := range sub {
 		if n == shard.Wildcard {
+			if !m.wildcard {
+				m.told = false // a wildcard newly subscribed is answered, even empty
+			}
 			m.wildcard = true
 		} else if n != "" { // "" matches nothing
 			m.names[n] = true

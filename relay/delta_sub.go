@@ -121,6 +121,13 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 	}
 	for _, n := range sub {
 		if n == shard.Wildcard {
+			if !d.wildcard {
+				// A wildcard newly subscribed is answered, even with nothing
+				// the client lacks: the answer tells it (a relay below,
+				// waiting for its upstream's word) that what it holds is the
+				// complete state.
+				d.told = false
+			}
 			d.wildcard = true
 			continue
 		}
@@ -255,6 +262,9 @@ func (d *deltaSub) holdsCurrent(r *shard.Resource) bool {
 // the gate holds back (nil: none) are left out, and still claimed.
 func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body, send bool) {
 	defer d.pruneHolds()
+	// The first answer to a wildcard subscription is sent even when empty:
+	// it tells the client the state it holds is complete.
+	mustAnswer := d.wildcard && !d.told
 	if len(d.over) == 0 && d.base == nil {
 		// From nothing: every client starting here gets the same bytes.
 		d.base, d.over = c, nil
@@ -264,7 +274,7 @@ func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body
 		d.told = true
 		return c.DeltaFullBody(), true
 	}
-	if len(d.over) == 0 && d.base != nil {
+	if len(d.over) == 0 && d.base != nil && !mustAnswer {
 		if d.base.Sum == c.Sum {
 			return wire.Body{}, false
 		}
@@ -292,9 +302,6 @@ func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body
 		}
 		removed = kept
 	}
-	// The first answer to a wildcard subscription is sent even when empty:
-	// it tells the client the (empty) state is complete.
-	mustAnswer := d.wildcard && !d.told
 	d.base, d.over = c, keep
 	if len(changed) == 0 && len(removed) == 0 && !mustAnswer {
 		return wire.Body{}, false

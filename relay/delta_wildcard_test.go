@@ -83,6 +83,29 @@ func TestDeltaWildcardFirstResponseEmpty(t *testing.T) {
 	wantDelta(t, c.nextOf(ListenerType), nil, l)
 }
 
+// A wildcard added to a stream that already holds, by name, everything
+// the wildcard covers is answered all the same, with nothing in it: the
+// answer is what tells the client (a relay below this one, waiting for its
+// upstream's word on the wildcard) that its state is complete. Found by the
+// conformance engine (testdata/chain-delta-wildcard-after-names.json): a
+// chain of delta relays left such a wildcard unanswered.
+func TestDeltaWildcardAfterNamesIsAnswered(t *testing.T) {
+	h := newHarness(t)
+	b := resource(t, ClusterType, "b", 1)
+	h.apply(ClusterType, true, b)
+	c := h.deltaADS(t)
+	c.subscribe(ClusterType, "a", "b")
+	r := c.nextOf(ClusterType)
+	wantDelta(t, r, []string{"a"}, b) // a does not exist
+
+	c.ack(r)
+	c.subscribe(ClusterType, "*")
+	r = c.nextOf(ClusterType)
+	wantDelta(t, r, nil)
+	c.ack(r)
+	c.fence() // answered once: nothing more is due
+}
+
 // The four-step incremental example of the spec ("How the client specifies
 // what resources to return"), on CDS.
 func TestDeltaSpecExample(t *testing.T) {
