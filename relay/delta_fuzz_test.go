@@ -212,6 +212,17 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}
 
+	if code == codes.OK {
+		// A delta stream's subscription is the sum of its requests:
+		// limits.max_resource_names bounds it across types, and bounds the
+		// initial_resource_versions of one request.
+		if len(req.InitialResourceVersions) > z.maxNames {
+			code, why = codes.ResourceExhausted, "too many initial_resource_versions"
+		} else if z.namesAfter(typeURL, sub, unsub) > z.maxNames {
+			code, why = codes.ResourceExhausted, "stream subscribed to too many names"
+		}
+	}
+
 	tracef(t, "request %v", req)
 	z.tr.in = []*deltaRequest{req}
 	err := readLoop(z.tr.Recv, z.st.handle)
@@ -501,4 +512,29 @@ func deltaSeeds() [][]byte {
 		*program(fzADS|fzOneType).deltaReq(fzCDS, none, none).deltaReq(fzEDS, none, none),
 		*program(fzPerType).deltaReq(fzEDS, none, none),
 	}
+}
+
+// namesAfter is how many names the stream subscribes to over all its types
+// once a request subscribing sub and unsubscribing unsub of typeURL is
+// applied ("*" and "" are no names).
+func (z *deltaFuzz) namesAfter(typeURL string, sub, unsub []string) int {
+	names := map[string]bool{}
+	if m := z.types[typeURL]; m != nil {
+		maps.Copy(names, m.names)
+	}
+	for _, n := range sub {
+		if n != shard.Wildcard && n != "" {
+			names[n] = true
+		}
+	}
+	for _, n := range unsub {
+		delete(names, n)
+	}
+	total := len(names)
+	for t, m := range z.types {
+		if t != typeURL {
+			total += len(m.names)
+		}
+	}
+	return total
 }
