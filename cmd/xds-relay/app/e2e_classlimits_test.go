@@ -100,6 +100,10 @@ func TestClassTypesWithinUpstreamTypeLimit(t *testing.T) {
 	for _, typeURL := range bogus("A", 39) {
 		c1.Subscribe(typeURL, "x")
 	}
+	class := mid.Registry().Classes()[0]
+	// The first client's types are in before the second client's: the
+	// second is the one that would push the class past the limit.
+	eventually(t, ctx, "the first client's 40 types", func() bool { return len(class.TypeURLs()) >= 40 })
 	c2 := dialADS(t, ctx, mid.Addr(), "n2", "chain")
 	for _, typeURL := range bogus("B", 40) {
 		if err := c2.send(typeURL, "", "", []string{"x"}); err != nil {
@@ -108,8 +112,6 @@ func TestClassTypesWithinUpstreamTypeLimit(t *testing.T) {
 	}
 	waitRefused(t, c2, codes.ResourceExhausted, "limits.max_class_types")
 
-	class := mid.Registry().Classes()[0]
-	eventually(t, ctx, "the first client's 40 types", func() bool { return len(class.TypeURLs()) >= 40 })
 	m.Set(t, "chain", "v2", clusters("a", "b"))
 	if got := clusterNames(t, c1.Next(10*time.Second)); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("first client got %v, want [a b]", got)
