@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // Every target serves each class the workload's state: with --overlap 0.6
@@ -30,7 +32,7 @@ func TestOverlapShareAsReceived(t *testing.T) {
 	}
 	for _, target := range []string{TargetRelay, TargetLimit, TargetDirect} {
 		t.Run(target, func(t *testing.T) {
-			var serverLog syncBuffer
+			var serverLog xdstest.SyncBuffer
 			cfg := FanoutConfig{Target: target, RelayBin: relay, BenchBin: benchBin, Clients: classes, Classes: classes,
 				Clusters: clusters, Unique: unique, Timeout: 30 * time.Second, ServerStderr: &serverLog}
 			if err := cfg.fillDefaults(); err != nil {
@@ -110,7 +112,7 @@ func TestChurnAccountsForEveryUpdate(t *testing.T) {
 	relay, benchBin := binaries(t)
 	for _, target := range []string{TargetRelay, TargetLimit, TargetDirect} {
 		t.Run(target, func(t *testing.T) {
-			var serverLog syncBuffer
+			var serverLog xdstest.SyncBuffer
 			res, err := RunFanout(context.Background(), FanoutConfig{
 				Target: target, RelayBin: relay, BenchBin: benchBin, Clients: clients, Classes: classes, Clusters: 5,
 				Unique: 0.5, Churn: rate, ChurnDuration: time.Second, Timeout: 30 * time.Second, Log: t.Logf, ServerStderr: &serverLog,

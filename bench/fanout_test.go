@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 var binDir string
@@ -57,24 +58,6 @@ func binaries(t *testing.T) (relay, benchBin string) {
 	return relay, benchBin
 }
 
-// syncBuffer collects a server's log for a failure report.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Smoke runs of every target (small N, seconds) so the tool never rots: the
 // servers are child processes built and measured as in a real run. RunFanout
 // itself fails unless every client received v1 and then v2, once each, with
@@ -109,7 +92,7 @@ func TestFanoutTargets(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			relay, benchBin := binaries(t)
-			var serverLog syncBuffer
+			var serverLog xdstest.SyncBuffer
 			cfg := tc.cfg
 			cfg.RelayBin, cfg.BenchBin = relay, benchBin
 			cfg.Clients, cfg.Classes, cfg.Clusters = clients, classes, clusters

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // A class whose clients all left, whose configuration then changed
@@ -35,7 +37,7 @@ func TestIdleClassChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var log syncBuffer
+			var log xdstest.SyncBuffer
 			relay, err := StartRelayChild(context.Background(), RelayChildConfig{Bin: bin, Upstream: cp.Addr, UpstreamDelta: tc.upstreamDelta, Stderr: &log, Timeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // Stalled clients are disconnected as slow_client; clients that keep up
 // take every change and none of their streams ends.
 func TestSlowClientsSmoke(t *testing.T) {
 	config := shortDrainConfig(t, "limits:\n  max_collapses: 2\n")
-	var relayLog syncBuffer
+	var relayLog xdstest.SyncBuffer
 	res, err := RunSlow(context.Background(), SlowConfig{
 		RelayBin: buildRelayBinary(t), ConfigFile: config,
 		Clients: 10, Stalled: 4, Classes: 2, DeltaShare: 0.5,
@@ -20,7 +22,7 @@ func TestSlowClientsSmoke(t *testing.T) {
 		Log: t.Logf, RelayStderr: &relayLog,
 	})
 	if err != nil {
-		t.Fatalf("%v\nrelay log:\n%s", err, relayLog.b.String())
+		t.Fatalf("%v\nrelay log:\n%s", err, relayLog.String())
 	}
 	t.Logf("changes %d, stalled disconnected %d, slow_client %v, collapses %v, RSS %d/%d/%d, drops %d",
 		res.Changes, res.StalledDisconnected, res.SlowDisconnects, res.Collapses, res.RSSBefore, res.RSSPeak, res.RSSAfter, res.ClientDrops)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // buildRelayBinary builds ./cmd/xds-relay into the test's temp directory.
@@ -40,7 +42,7 @@ func TestSoakSmoke(t *testing.T) {
 		upstreamDelta bool
 	}{{"sotw-upstream", false}, {"delta-upstream", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var relayLog syncBuffer
+			var relayLog xdstest.SyncBuffer
 			res, err := RunSoak(context.Background(), SoakConfig{
 				RelayBin: buildRelayBinary(t), UpstreamDelta: tc.upstreamDelta, ConfigFile: shortDrainConfig(t, ""),
 				Duration: 4 * time.Second, Clients: 20, Classes: 2, DeltaShare: 0.5,
@@ -51,7 +53,7 @@ func TestSoakSmoke(t *testing.T) {
 				ConvergeTimeout: 30 * time.Second, Log: t.Logf, RelayStderr: &relayLog,
 			})
 			if err != nil {
-				t.Fatalf("%v\nrelay log:\n%s", err, relayLog.b.String())
+				t.Fatalf("%v\nrelay log:\n%s", err, relayLog.String())
 			}
 			t.Logf("result: %+v", *res)
 			for _, m := range res.Mismatches {
@@ -81,7 +83,7 @@ func TestSoakSmoke(t *testing.T) {
 				t.Errorf("relay not measured: %+v", *res)
 			}
 			if t.Failed() {
-				t.Logf("relay log:\n%s", relayLog.b.String())
+				t.Logf("relay log:\n%s", relayLog.String())
 			}
 		})
 	}

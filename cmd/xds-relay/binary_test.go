@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 var (
@@ -60,7 +61,7 @@ func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n"
 // runningBinary is the relay binary started as a child process.
 type runningBinary struct {
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *xdstest.SyncBuffer
 }
 
 // startBinary starts the relay binary with args in dir; it is interrupted
@@ -69,7 +70,7 @@ func startBinary(t *testing.T, dir string, args ...string) *runningBinary {
 	t.Helper()
 	cmd := exec.Command(relayBinary(t), args...)
 	cmd.Dir = dir
-	logs := &lockedBuffer{}
+	logs := &xdstest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -130,21 +131,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
