@@ -59,6 +59,9 @@ func TestE2EAdminConventions(t *testing.T) {
 		}
 	}
 
+	if page, _ := get(t, ctx, base+"/"); !strings.Contains(string(page), `href="/debug/"`) {
+		t.Error("the status page does not link the /debug/ index")
+	}
 	if body, _ := get(t, ctx, base+"/debug/classes"); strings.TrimSpace(string(body)) != "[]" {
 		t.Errorf("/debug/classes with no class = %q, want []", body)
 	}
