@@ -8,8 +8,6 @@ import (
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 )
@@ -18,17 +16,10 @@ import (
 // delta.parent_removal_wait set to wait.
 func startRelayWait(t *testing.T, upstreamAddr, protocol string, wait time.Duration) *app.Relay {
 	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstream.Address, cfg.Upstream.RelayID, cfg.Upstream.Protocol = upstreamAddr, relayID, protocol
-	cfg.Upstream.Backoff.Initial, cfg.Upstream.Backoff.Max = 50*time.Millisecond, 500*time.Millisecond
-	cfg.Delta.ParentRemovalWait = wait
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatalf("app.Start: %v", err)
-	}
-	t.Cleanup(r.Close)
-	return r
+	return startRelayCfg(t, upstreamAddr, func(cfg *app.Config) {
+		cfg.Upstream.Protocol = protocol
+		cfg.Delta.ParentRemovalWait = wait
+	})
 }
 
 func clustersAndEndpoints(clusterNames, endpointNames []string) map[resource.Type][]types.Resource {

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 )
@@ -16,17 +14,10 @@ import (
 // upstream.versions set to versions.
 func startRelayVersions(t *testing.T, upstreamAddr, protocol, versions string) *app.Relay {
 	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstream.Address, cfg.Upstream.RelayID, cfg.Upstream.Protocol = upstreamAddr, relayID, protocol
-	cfg.Upstream.Backoff.Initial, cfg.Upstream.Backoff.Max = 50*time.Millisecond, 500*time.Millisecond
-	cfg.Upstream.Versions = versions
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatalf("app.Start: %v", err)
-	}
-	t.Cleanup(r.Close)
-	return r
+	return startRelayCfg(t, upstreamAddr, func(cfg *app.Config) {
+		cfg.Upstream.Protocol = protocol
+		cfg.Upstream.Versions = versions
+	})
 }
 
 // TestE2EUpstreamVersionsSotW: with upstream.versions: upstream, a SotW
