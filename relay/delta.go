@@ -125,9 +125,12 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if err := noLocators("resource_locators_unsubscribe", len(req.GetResourceLocatorsUnsubscribe())); err != nil {
 		return err
 	}
+	initial := req.GetInitialResourceVersions()
 	typeURL, err := s.admitRequest(req.GetResponseNonce(), req.GetTypeUrl(), req.GetNode(),
+		versionList{"initial_resource_versions", slices.Collect(maps.Values(initial))},
 		nameList{"resource_names_subscribe", req.GetResourceNamesSubscribe()},
-		nameList{"resource_names_unsubscribe", req.GetResourceNamesUnsubscribe()})
+		nameList{"resource_names_unsubscribe", req.GetResourceNamesUnsubscribe()},
+		nameList{"initial_resource_versions", slices.Collect(maps.Keys(initial))})
 	if err != nil {
 		return err
 	}

@@ -145,6 +145,7 @@ func TestInputBounds(t *testing.T) {
 		{"large node", &request{Node: &corev3.Node{Id: "n", Cluster: "c", Metadata: meta}, TypeUrl: ClusterType}, "limits.max_node_bytes (65536)"},
 		{"long node id", &request{Node: &corev3.Node{Id: strings.Repeat("i", 2000), Cluster: "c"}, TypeUrl: ClusterType}, "node.id: 2000 bytes exceed limits.max_node_id_bytes (1024)"},
 		{"long class name", &request{Node: &corev3.Node{Id: "n", Cluster: strings.Repeat("c", 10<<10)}, TypeUrl: ClusterType}, "limits.max_class_name_bytes (256)"},
+		{"long version_info", &request{Node: ok, TypeUrl: ClusterType, VersionInfo: strings.Repeat("v", 1<<20)}, "version_info: a version of 1048576 bytes exceeds limits.max_version_bytes (1024)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -194,6 +195,31 @@ func (b *logBuffer) String() string {
 
 func (b *logBuffer) logger() *zap.Logger {
 	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), b, zap.DebugLevel))
+}
+
+// A delta client's initial_resource_versions are bounded like the names it
+// subscribes (their keys) and like a SotW version_info (their values): the
+// relay keeps them per stream.
+func TestDeltaInitialVersionsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		initial map[string]string
+		want    string
+	}{
+		{"long version", map[string]string{"a": strings.Repeat("v", 1<<20)}, "initial_resource_versions: a version of 1048576 bytes exceeds limits.max_version_bytes (1024)"},
+		{"long name", map[string]string{strings.Repeat("n", 3000): "v1"}, "initial_resource_versions[0]: 3000 bytes exceed limits.max_resource_name_bytes (2048)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			c := h.deltaADS(t)
+			c.send(&deltaRequest{Node: h.node, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"a"}, InitialResourceVersions: tc.initial})
+			err := c.recvError()
+			wantStatus(t, err, codes.InvalidArgument, tc.want)
+			if len(err.Error()) > 512 {
+				t.Fatalf("status message of %d bytes: it must not echo the input", len(err.Error()))
+			}
+		})
+	}
 }
 
 // NACKs carrying megabytes of error message (naming huge resources) cost a

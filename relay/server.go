@@ -49,9 +49,11 @@ type Options struct {
 	// label (see validate.go): MaxTypeURLBytes (default 256),
 	// MaxResourceNameBytes (default 2048), MaxNodeBytes (the encoded Node,
 	// default 65536), MaxNodeIDBytes (default 1024), MaxClassNameBytes (the
-	// class the node maps to, default 256).
+	// class the node maps to, default 256), MaxVersionBytes (a version_info
+	// or an initial_resource_versions version, default 1024).
 	MaxTypeURLBytes      int
 	MaxResourceNameBytes int
+	MaxVersionBytes      int
 	MaxNodeBytes         int
 	MaxNodeIDBytes       int
 	MaxClassNameBytes    int
@@ -105,7 +107,7 @@ func (o Options) withDefaults() Options {
 	for _, d := range []struct {
 		v   *int
 		def int
-	}{{&o.MaxTypeURLBytes, 256}, {&o.MaxResourceNameBytes, 2048}, {&o.MaxNodeBytes, 64 << 10}, {&o.MaxNodeIDBytes, 1024}, {&o.MaxClassNameBytes, 256}} {
+	}{{&o.MaxTypeURLBytes, 256}, {&o.MaxResourceNameBytes, 2048}, {&o.MaxNodeBytes, 64 << 10}, {&o.MaxNodeIDBytes, 1024}, {&o.MaxClassNameBytes, 256}, {&o.MaxVersionBytes, 1024}} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}

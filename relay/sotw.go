@@ -106,7 +106,8 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	if err := noLocators("resource_locators", len(req.GetResourceLocators())); err != nil {
 		return err
 	}
-	typeURL, err := s.admitRequest(req.GetResponseNonce(), req.GetTypeUrl(), req.GetNode(), nameList{"resource_names", req.GetResourceNames()})
+	typeURL, err := s.admitRequest(req.GetResponseNonce(), req.GetTypeUrl(), req.GetNode(),
+		versionList{"version_info", []string{req.GetVersionInfo()}}, nameList{"resource_names", req.GetResourceNames()})
 	if err != nil {
 		return err
 	}

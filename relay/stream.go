@@ -302,13 +302,19 @@ type nameList struct {
 	names []string
 }
 
+// versionList is the versions a request carries, named by their field.
+type versionList struct {
+	field    string
+	versions []string
+}
+
 // admitRequest runs the checks every request passes before it touches the
 // stream's state, in order: the rate limit (nonce is the response the
 // request answers, if any), the type URL (and whether the peer may have it),
 // the node (on the first request: classification and authorization), the
-// name lists. It returns the
-// request's type URL.
-func (b *streamBase) admitRequest(nonce, typeURL string, node *corev3.Node, lists ...nameList) (string, error) {
+// name lists and the versions the client sends (field: what they are). It
+// returns the request's type URL.
+func (b *streamBase) admitRequest(nonce, typeURL string, node *corev3.Node, versions versionList, lists ...nameList) (string, error) {
 	if !b.requested {
 		b.mu.Lock()
 		b.requested = true // the first-request timer is off
@@ -328,6 +334,9 @@ func (b *streamBase) admitRequest(nonce, typeURL string, node *corev3.Node, list
 		if err := b.srv.checkNameBytes(l.field, l.names); err != nil {
 			return "", err
 		}
+	}
+	if err := b.srv.checkVersionBytes(versions.field, versions.versions); err != nil {
+		return "", err
 	}
 	if err := b.classify(node); err != nil {
 		return "", err

@@ -78,6 +78,19 @@ func (s *Server) checkNameBytes(field string, names []string) error {
 	return nil
 }
 
+// checkVersionBytes refuses a version a client sends (SotW version_info,
+// delta initial_resource_versions) longer than any the relay could have
+// sent it: versions are kept per stream and shown on /debug/streams.
+func (s *Server) checkVersionBytes(field string, versions []string) error {
+	max := s.opts.MaxVersionBytes
+	for _, v := range versions {
+		if len(v) > max {
+			return status.Errorf(codes.InvalidArgument, "%s: a version of %d bytes exceeds limits.max_version_bytes (%d): %q", field, len(v), max, clientlog.Truncate(v, echo))
+		}
+	}
+	return nil
+}
+
 // checkNode refuses a node too large to keep: its encoding, its id, or the
 // name of the class it maps to (a metric label, a log field, the key of
 // the class's upstream stream). It returns the class name.

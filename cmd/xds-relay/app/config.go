@@ -209,6 +209,7 @@ type LimitsConfig struct {
 	// Input bounds (see relay.Options).
 	MaxTypeURLBytes      int `yaml:"max_type_url_bytes"`
 	MaxResourceNameBytes int `yaml:"max_resource_name_bytes"`
+	MaxVersionBytes      int `yaml:"max_version_bytes"`
 	MaxNodeBytes         int `yaml:"max_node_bytes"`
 	MaxNodeIDBytes       int `yaml:"max_node_id_bytes"`
 	MaxClassNameBytes    int `yaml:"max_class_name_bytes"`
@@ -241,7 +242,7 @@ func DefaultConfig() Config {
 		Log:         LogConfig{Level: "info", Format: "console", ClientLinesPerSecond: 20, MaxFieldBytes: 1024},
 		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
 			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
-			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxNodeBytes: 64 << 10,
+			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxVersionBytes: 1024, MaxNodeBytes: 64 << 10,
 			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256,
 			MaxClassNamesPerType: 200000, MaxClassTypes: 64, MaxUpstreamRequestBytes: 3 << 20,
 			MaxClasses: 10000},
@@ -386,6 +387,7 @@ func (c *Config) Validate() error {
 		{"limits.max_classes", c.Limits.MaxClasses},
 		{"limits.max_type_url_bytes", c.Limits.MaxTypeURLBytes},
 		{"limits.max_resource_name_bytes", c.Limits.MaxResourceNameBytes},
+		{"limits.max_version_bytes", c.Limits.MaxVersionBytes},
 		{"limits.max_node_bytes", c.Limits.MaxNodeBytes},
 		{"limits.max_node_id_bytes", c.Limits.MaxNodeIDBytes},
 		{"limits.max_class_name_bytes", c.Limits.MaxClassNameBytes},

@@ -209,6 +209,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
 		MaxTypeURLBytes:      cfg.Limits.MaxTypeURLBytes,
 		MaxResourceNameBytes: cfg.Limits.MaxResourceNameBytes,
+		MaxVersionBytes:      cfg.Limits.MaxVersionBytes,
 		MaxNodeBytes:         cfg.Limits.MaxNodeBytes,
 		MaxNodeIDBytes:       cfg.Limits.MaxNodeIDBytes,
 		MaxClassNameBytes:    cfg.Limits.MaxClassNameBytes,
