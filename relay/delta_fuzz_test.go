@@ -92,7 +92,7 @@ func runDeltaFuzz(t *testing.T, res *fuzzResources, data []byte) {
 	if !z.ads {
 		fixed, variant = z.fixed, "delta-per-type"
 	}
-	z.st = &deltaStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*deltaSub{}}
+	z.st = newDeltaStream(srv, z.tr, fixed, variant)
 
 	upstream := newFuzzUpstream(t, h, res, class)
 	requests := 0
@@ -116,7 +116,7 @@ func runDeltaFuzz(t *testing.T, res *fuzzResources, data []byte) {
 		z.flush()
 	}
 
-	releaseAll(&z.st.streamBase, z.st.types, z.st, z.st)
+	z.st.release()
 	for _, ts := range class.Status() {
 		if len(ts.Shards) > 0 {
 			t.Fatalf("%s: released stream left shards %+v", short(ts.TypeURL), ts.Shards)
@@ -225,7 +225,7 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 
 	tracef(t, "request %v", req)
 	z.tr.in = []*deltaRequest{req}
-	err := readLoop(z.tr.Recv, z.st.handle)
+	err := z.st.read()
 	wantCode(t, err, code, why)
 	if code != codes.OK {
 		return false
@@ -277,7 +277,7 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 func (z *deltaFuzz) flush() {
 	t := z.t
 	tracef(t, "writer step")
-	if err := flush(&z.st.streamBase, z.st.collect, z.tr.SendMsg); err != nil {
+	if err := z.st.writeQueued(); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	var batch []*deltaResponse

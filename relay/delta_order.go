@@ -25,7 +25,7 @@ import (
 // removalGate decides, while one response of a parent type is written to a
 // delta stream, which parent removals wait. It lives on the writer's stack.
 type removalGate struct {
-	parent, child *deltaSub
+	parent, child *deltaTypeSub
 	wait          time.Duration
 	now           time.Time // taken on first use
 	armAt         time.Time // the earliest deadline set by this gate (zero: none)
@@ -33,7 +33,7 @@ type removalGate struct {
 
 // removalGate returns the gate for writing d's responses, or false when no
 // removal of d's type waits (mu held).
-func (s *deltaStream) removalGate(d *deltaSub) (removalGate, bool) {
+func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 	wait := s.srv.opts.ParentRemovalWait
 	ct := shard.ChildType(d.typeURL)
 	if wait <= 0 || ct == "" {
@@ -114,7 +114,7 @@ func (s *deltaStream) releaseHoldsLocked() {
 	var next time.Time
 	now := time.Now()
 	for _, d := range s.types {
-		if len(d.holds) == 0 || d.shard == nil || d.switching {
+		if len(d.holds) == 0 || d.shard == nil || d == s.switching {
 			continue
 		}
 		g, gated := s.removalGate(d)
@@ -131,10 +131,7 @@ func (s *deltaStream) releaseHoldsLocked() {
 			}
 		}
 		if release {
-			if s.queue.push(d, d.shard, d.shard.Current(), false) {
-				s.collapsed(s.queue.collapses)
-			}
-			s.kickLocked()
+			s.pushLocked(d, d.shard, d.shard.Current(), false)
 		}
 	}
 	if !next.IsZero() {
@@ -168,7 +165,7 @@ func (s *deltaStream) stopHoldTimer() {
 
 // pruneHolds forgets the waits of removals no longer claimed: written,
 // or the resource is back.
-func (d *deltaSub) pruneHolds() {
+func (d *deltaTypeSub) pruneHolds() {
 	for n := range d.holds {
 		if _, claimed := d.over[n]; !claimed {
 			delete(d.holds, n)

@@ -100,7 +100,7 @@ func runSotWFuzz(t *testing.T, res *fuzzResources, data []byte) {
 	if !z.ads {
 		fixed, variant = z.fixed, "per-type"
 	}
-	z.st = &sotwStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*typeSub{}}
+	z.st = newSotWStream(srv, z.tr, fixed, variant)
 
 	upstream := newFuzzUpstream(t, h, res, class)
 	requests := 0
@@ -125,7 +125,7 @@ func runSotWFuzz(t *testing.T, res *fuzzResources, data []byte) {
 	}
 
 	// The stream ends: the reader releases its subscriptions.
-	releaseAll(&z.st.streamBase, z.st.types, z.st, z.st)
+	z.st.release()
 	for _, ts := range class.Status() {
 		if len(ts.Shards) > 0 {
 			t.Fatalf("%s: released stream left shards %+v", short(ts.TypeURL), ts.Shards)
@@ -220,7 +220,7 @@ func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 
 	tracef(t, "request %v", req)
 	z.tr.in = []*request{req}
-	err := readLoop(z.tr.Recv, z.st.handle)
+	err := z.st.read()
 	wantCode(t, err, code, why)
 	if code != codes.OK {
 		return false
@@ -308,7 +308,7 @@ func (z *sotwFuzz) contentOf(rs []*shard.Resource) map[string]string {
 func (z *sotwFuzz) flush() {
 	t := z.t
 	tracef(t, "writer step")
-	if err := flush(&z.st.streamBase, z.st.collect, z.tr.SendMsg); err != nil {
+	if err := z.st.writeQueued(); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	for _, b := range z.tr.take(t) {
