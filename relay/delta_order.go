@@ -23,7 +23,8 @@ import (
 // delayed.
 
 // removalGate decides, while one response of a parent type is written to a
-// delta stream, which parent removals wait. It lives on the writer's stack.
+// delta stream, which parent removals wait. It lives on the writer's stack
+// (owned by the writer goroutine), used with the stream's mu held.
 type removalGate struct {
 	parent, child *deltaTypeSub
 	wait          time.Duration
@@ -50,7 +51,8 @@ func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 }
 
 // heldRemoval is a parent removal held back: until when, and the children
-// of the parent version the client holds.
+// of the parent version the client holds. Guarded by the stream's mu, as
+// the deltaTypeSub holding it.
 type heldRemoval struct {
 	until    time.Time
 	children []string

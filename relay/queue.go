@@ -6,7 +6,8 @@ import (
 )
 
 // queued is a shard response captured when the shard changed, waiting for a
-// stream's writer; S is the stream's per-type state.
+// stream's writer; S is the stream's per-type state. A value, guarded by
+// the stream's mu while queued.
 type queued[S comparable] struct {
 	sub   S
 	shard *shard.Shard

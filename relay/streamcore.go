@@ -101,7 +101,7 @@ type stream[S perType, Req any] struct {
 	// ender ends the stream with a status from any goroutine (see
 	// streamEnder); nil for a stream whose owner drives it (tests).
 	ender   statusWriter
-	stamper wire.Stamper // used under mu (stampLocked)
+	stamper wire.Stamper // its arena has a lock of its own
 	// writes: a queued response starts a writer goroutine. Set by serve
 	// before the stream is shared; false for a stream whose owner calls
 	// writeQueued itself (tests).
@@ -114,12 +114,13 @@ type stream[S perType, Req any] struct {
 	// acksOwed counts responses written that the client has not answered
 	// yet: the writer adds, the reader takes (see admit).
 	acksOwed atomic.Int64
+	// writers counts the running writer (zero or one): kickLocked adds,
+	// the writer is done, the reader waits for it before returning, after
+	// which gRPC forbids SendMsg.
+	writers sync.WaitGroup
 
 	// Owned by the writer goroutine.
 	batch []outgoing // the reusable list of stamped messages (writeQueued)
-	// writers counts the running writer (zero or one): the reader waits for
-	// it before returning, after which gRPC forbids SendMsg.
-	writers sync.WaitGroup
 
 	// mu guards everything below. Never hold a stream's mu while calling
 	// into a class (Subscribe, TrySubscribe, Unsubscribe): the class calls
