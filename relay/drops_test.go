@@ -38,6 +38,38 @@ func (r *dropRig) delta() (*deltaStream, *fuzzTransport[*deltaRequest]) {
 	return newDeltaStream(r.srv, tr, "", variantDeltaADS), tr
 }
 
+// apply sets resource "a" of typeURL to version v (Listener and Cluster:
+// the complete state).
+func (r *dropRig) apply(typeURL string, v int) {
+	r.class.Apply(typeURL, []*shard.Resource{resource(r.t, typeURL, "a", v)}, shard.FullState(typeURL))
+}
+
+// sotwInSync returns a SotW ADS stream subscribed to every Cluster, in
+// sync with Cluster "a" at version 0.
+func (r *dropRig) sotwInSync() (*sotwStream, *fuzzTransport[*request]) {
+	st, tr := r.sotw()
+	inSync(r, &st.stream, tr, &request{Node: r.node, TypeUrl: ClusterType})
+	return st, tr
+}
+
+// deltaInSync is sotwInSync for a delta stream.
+func (r *dropRig) deltaInSync() (*deltaStream, *fuzzTransport[*deltaRequest]) {
+	st, tr := r.delta()
+	inSync(r, &st.stream, tr, &deltaRequest{Node: r.node, TypeUrl: ClusterType})
+	return st, tr
+}
+
+// inSync has st send first (every Cluster) once Cluster "a" is at version
+// 0, and writes the answer.
+func inSync[S perType, Req any](r *dropRig, st *stream[S, Req], tr *fuzzTransport[Req], first Req) {
+	r.t.Helper()
+	r.apply(ClusterType, 0)
+	r.ok(st.proto.handle(first))
+	if n := write(r, st, tr); n != 1 {
+		r.t.Fatalf("%d initial responses, want 1", n)
+	}
+}
+
 func (r *dropRig) ok(err error) {
 	r.t.Helper()
 	if err != nil {
@@ -50,6 +82,16 @@ func write[S perType, Req any](r *dropRig, st *stream[S, Req], tr *fuzzTransport
 	r.t.Helper()
 	r.ok(st.writeQueued())
 	return len(tr.take(r.t))
+}
+
+// dropped runs the writer, which must send nothing, and checks that the
+// stream counted n drops of reason, and nothing else.
+func dropped[S perType, Req any](r *dropRig, st *stream[S, Req], tr *fuzzTransport[Req], reason drop.Reason, n uint64) {
+	r.t.Helper()
+	if sent := write(r, st, tr); sent != 0 {
+		r.t.Fatalf("%d messages sent, want none (%s)", sent, reason)
+	}
+	r.want(map[drop.Reason]uint64{reason: n})
 }
 
 // want checks every drop counter: the reasons in want counted that many
@@ -75,14 +117,9 @@ func nonce[S perType, Req any](st *stream[S, Req], typeURL string) string {
 // its type: the client gets the latest only.
 func TestDropSuperseded(t *testing.T) {
 	r := newDropRig(t)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 0)}, true)
-	st, tr := r.sotw()
-	r.ok(st.handle(&request{Node: r.node, TypeUrl: ClusterType}))
-	if n := write(r, &st.stream, tr); n != 1 {
-		t.Fatalf("%d initial responses, want 1", n)
-	}
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 1)}, true)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 2)}, true)
+	st, tr := r.sotwInSync()
+	r.apply(ClusterType, 1)
+	r.apply(ClusterType, 2)
 	if n := write(r, &st.stream, tr); n != 1 {
 		t.Fatalf("%d responses after two updates, want 1 (the latest)", n)
 	}
@@ -99,8 +136,7 @@ func TestDropCollapsed(t *testing.T) {
 	write(r, &st.stream, tr)
 	// Updates alternate between the types, so none supersedes another.
 	for v := 0; st.queue.collapses == 0; v++ {
-		typeURL := []string{ClusterType, EndpointType}[v%2]
-		r.class.Apply(typeURL, []*shard.Resource{resource(t, typeURL, "a", v)}, typeURL == ClusterType)
+		r.apply([]string{ClusterType, EndpointType}[v%2], v)
 	}
 	if n := write(r, &st.stream, tr); n != 2 {
 		t.Fatalf("%d responses after the collapse, want 2 (one per type)", n)
@@ -111,51 +147,36 @@ func TestDropCollapsed(t *testing.T) {
 // A response queued for a shard the client has left is not written.
 func TestDropUnsubscribed(t *testing.T) {
 	r := newDropRig(t)
-	r.class.Apply(EndpointType, []*shard.Resource{resource(t, EndpointType, "a", 0)}, false)
+	r.apply(EndpointType, 0)
 	st, tr := r.sotw()
 	r.ok(st.handle(&request{Node: r.node, TypeUrl: EndpointType, ResourceNames: []string{"a"}}))
 	write(r, &st.stream, tr)
-	r.class.Apply(EndpointType, []*shard.Resource{resource(t, EndpointType, "a", 1)}, false) // queued
+	r.apply(EndpointType, 1) // queued
 	// The client now asks for nothing of the type.
 	r.ok(st.handle(&request{TypeUrl: EndpointType, ResponseNonce: nonce(&st.stream, EndpointType)}))
-	if n := write(r, &st.stream, tr); n != 0 {
-		t.Fatalf("%d responses for a shard the client left, want none", n)
-	}
-	r.want(map[drop.Reason]uint64{drop.Unsubscribed: 1})
+	dropped(r, &st.stream, tr, drop.Unsubscribed, 1)
 }
 
 // A client reconnecting with the version it holds is not sent it again.
 func TestDropAlreadyHeld(t *testing.T) {
 	r := newDropRig(t)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 0)}, true)
-	first, tr := r.sotw()
-	r.ok(first.handle(&request{Node: r.node, TypeUrl: ClusterType}))
-	write(r, &first.stream, tr)
+	first, _ := r.sotwInSync()
 	held := first.types[ClusterType].sentVersion
 
 	again, tr2 := r.sotw()
 	r.ok(again.handle(&request{Node: r.node, TypeUrl: ClusterType, VersionInfo: held}))
-	if n := write(r, &again.stream, tr2); n != 0 {
-		t.Fatalf("%d responses to a client holding %s, want none", n, held)
-	}
-	r.want(map[drop.Reason]uint64{drop.AlreadyHeld: 1})
+	dropped(r, &again.stream, tr2, drop.AlreadyHeld, 1)
 }
 
 // A delta client in sync is not sent the version it holds again.
 func TestDropAlreadyHeldDelta(t *testing.T) {
 	r := newDropRig(t)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 0)}, true)
-	st, tr := r.delta()
-	r.ok(st.handle(&deltaRequest{Node: r.node, TypeUrl: ClusterType}))
-	write(r, &st.stream, tr)
+	st, tr := r.deltaInSync()
 	d := st.types[ClusterType]
 	st.mu.Lock()
 	st.pushLocked(d, d.shard, d.shard.Current(), false)
 	st.mu.Unlock()
-	if n := write(r, &st.stream, tr); n != 0 {
-		t.Fatalf("%d responses of the version the client holds, want none", n)
-	}
-	r.want(map[drop.Reason]uint64{drop.AlreadyHeld: 1})
+	dropped(r, &st.stream, tr, drop.AlreadyHeld, 1)
 }
 
 // A delta response that would carry no resource and no removal is not
@@ -167,10 +188,7 @@ func TestDropEmptyResponse(t *testing.T) {
 	st, tr := r.delta()
 	r.ok(st.handle(&deltaRequest{Node: r.node, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"a"},
 		InitialResourceVersions: map[string]string{"a": a.Version()}}))
-	if n := write(r, &st.stream, tr); n != 0 {
-		t.Fatalf("%d responses to a client holding every resource, want none", n)
-	}
-	r.want(map[drop.Reason]uint64{drop.EmptyResponse: 1})
+	dropped(r, &st.stream, tr, drop.EmptyResponse, 1)
 }
 
 // A TTL heartbeat is not sent to a client that cannot hold TTLs (it did
@@ -183,40 +201,26 @@ func TestDropHeartbeatNotHeld(t *testing.T) {
 	r.ok(st.handle(&request{Node: r.node, TypeUrl: EndpointType, ResourceNames: []string{"a"}}))
 	write(r, &st.stream, tr)
 	r.class.ApplyUpdate(EndpointType, heartbeat(EndpointType, ttl, "a"))
-	if n := write(r, &st.stream, tr); n != 0 {
-		t.Fatalf("%d heartbeats to a client without TTL support, want none", n)
-	}
-	r.want(map[drop.Reason]uint64{drop.HeartbeatNotHeld: 1})
+	dropped(r, &st.stream, tr, drop.HeartbeatNotHeld, 1)
 }
 
 // What is queued when a stream ends is counted and never written.
 func TestDropStreamEnded(t *testing.T) {
 	r := newDropRig(t)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 0)}, true)
-	st, tr := r.sotw()
-	r.ok(st.handle(&request{Node: r.node, TypeUrl: ClusterType}))
-	write(r, &st.stream, tr)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 1)}, true) // queued
+	st, tr := r.sotwInSync()
+	r.apply(ClusterType, 1) // queued
 	st.release()
-	if n := write(r, &st.stream, tr); n != 0 {
-		t.Fatalf("%d responses after the stream ended, want none", n)
-	}
-	r.want(map[drop.Reason]uint64{drop.StreamEnded: 1})
+	dropped(r, &st.stream, tr, drop.StreamEnded, 1)
 }
 
 // A request answering an older response than the type's latest is stale:
 // SotW ignores it, delta ignores its ACK; both count it.
 func TestDropStaleNonce(t *testing.T) {
 	r := newDropRig(t)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 0)}, true)
-	st, tr := r.sotw()
-	ds, dtr := r.delta()
-	r.ok(st.handle(&request{Node: r.node, TypeUrl: ClusterType}))
-	r.ok(ds.handle(&deltaRequest{Node: r.node, TypeUrl: ClusterType}))
-	write(r, &st.stream, tr)
-	write(r, &ds.stream, dtr)
+	st, tr := r.sotwInSync()
+	ds, dtr := r.deltaInSync()
 	old, dold := nonce(&st.stream, ClusterType), nonce(&ds.stream, ClusterType)
-	r.class.Apply(ClusterType, []*shard.Resource{resource(t, ClusterType, "a", 1)}, true)
+	r.apply(ClusterType, 1)
 	write(r, &st.stream, tr)
 	write(r, &ds.stream, dtr)
 
