@@ -367,8 +367,9 @@ func (c *Class) shardCount() int {
 	return n
 }
 
-// TypeStatus describes one type of a class, for the admin endpoints.
-type TypeStatus struct {
+// TableStatus describes one type URL's table in a class (what the upstream
+// sent and the shards selecting from it), for the admin endpoints.
+type TableStatus struct {
 	TypeURL   string        `json:"type_url"`
 	Received  bool          `json:"received"`
 	Resources int           `json:"resources"`
@@ -389,13 +390,13 @@ type ShardStatus struct {
 }
 
 // Status returns a consistent view of the class's tables and shards.
-func (c *Class) Status() []TypeStatus {
+func (c *Class) Status() []TableStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]TypeStatus, 0, len(c.tables))
+	out := make([]TableStatus, 0, len(c.tables))
 	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
 		t := c.tables[typeURL]
-		ts := TypeStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
+		ts := TableStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
 		for _, list := range t.shards {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}

@@ -145,7 +145,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		delta:   c.cfg.Delta,
 		metrics: c.cfg.Metrics,
 		tracer:  c.cfg.Tracer,
-		status:  StreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
+		status:  ClassStreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -181,15 +181,15 @@ func (c *Client) Detach(class *shard.Class) {
 }
 
 // Status returns each class stream's state, sorted by class.
-func (c *Client) Status() []StreamStatus {
+func (c *Client) Status() []ClassStreamStatus {
 	c.mu.Lock()
 	streams := slices.Collect(maps.Values(c.streams))
 	c.mu.Unlock()
-	out := make([]StreamStatus, 0, len(streams))
+	out := make([]ClassStreamStatus, 0, len(streams))
 	for _, a := range streams {
 		out = append(out, a.stream.snapshot())
 	}
-	slices.SortFunc(out, func(a, b StreamStatus) int {
+	slices.SortFunc(out, func(a, b ClassStreamStatus) int {
 		if a.Class < b.Class {
 			return -1
 		}

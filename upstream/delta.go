@@ -147,7 +147,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("undecodable delta response: %w", err)
 	}
-	ds.setStatus(func(st *StreamStatus) { st.Responses++ })
+	ds.setStatus(func(st *ClassStreamStatus) { st.Responses++ })
 	ts := ds.types[resp.TypeURL]
 	if ts == nil {
 		ds.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
@@ -166,7 +166,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		}
 		ds.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.SystemVersionInfo), zap.String("reason", rej.Reason))
 		ds.metrics.Response(ds.class.Name, resp.TypeURL, false)
-		ds.setStatus(func(st *StreamStatus) {
+		ds.setStatus(func(st *ClassStreamStatus) {
 			st.NACKs++
 			st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.SystemVersionInfo, rej.Reason)
 		})
@@ -191,7 +191,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		delete(held, n)
 	}
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
-	ds.setStatus(func(st *StreamStatus) {
+	ds.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
 		st.Versions[resp.TypeURL] = resp.SystemVersionInfo
 	})

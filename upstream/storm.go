@@ -26,7 +26,7 @@ const stormWarnEvery = time.Minute
 // deferred, and by how long: when it is the StormRepeats-th (or later)
 // identical response in a row in answer to an ACK. Heartbeats are sent by
 // a timer, not in answer to anything: they neither count nor reset.
-func (ss *session) repeated(ts *typeState, resp *wire.RawResponse, heartbeatOnly bool) (time.Duration, bool) {
+func (ss *sotwSession) repeated(ts *sotwTypeState, resp *wire.RawResponse, heartbeatOnly bool) (time.Duration, bool) {
 	if heartbeatOnly {
 		return 0, false
 	}

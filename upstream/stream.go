@@ -50,8 +50,8 @@ const (
 	StateStopped    = "stopped"
 )
 
-// StreamStatus describes one class's upstream stream, for the admin endpoints.
-type StreamStatus struct {
+// ClassStreamStatus describes one class's upstream stream, for the admin endpoints.
+type ClassStreamStatus struct {
 	Class      string            `json:"class"`
 	NodeID     string            `json:"node_id"` // the id the relay presents for the class
 	State      string            `json:"state"`
@@ -85,10 +85,10 @@ type classStream struct {
 	deltaVersions map[string]map[string]string
 
 	statusMu sync.Mutex
-	status   StreamStatus // guarded by statusMu
+	status   ClassStreamStatus // guarded by statusMu
 }
 
-func (s *classStream) snapshot() StreamStatus {
+func (s *classStream) snapshot() ClassStreamStatus {
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
 	st := s.status
@@ -96,7 +96,7 @@ func (s *classStream) snapshot() StreamStatus {
 	return st
 }
 
-func (s *classStream) setStatus(f func(*StreamStatus)) {
+func (s *classStream) setStatus(f func(*ClassStreamStatus)) {
 	s.statusMu.Lock()
 	f(&s.status)
 	s.statusMu.Unlock()
@@ -108,10 +108,10 @@ func (s *classStream) setStatus(f func(*StreamStatus)) {
 func (s *classStream) run(ctx context.Context) {
 	s.versions = map[string]string{}
 	s.deltaVersions = map[string]map[string]string{}
-	defer s.setStatus(func(st *StreamStatus) { st.State = StateStopped })
+	defer s.setStatus(func(st *ClassStreamStatus) { st.State = StateStopped })
 	failures := 0
 	for {
-		healthy, err := s.session(ctx)
+		healthy, err := s.runSession(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -135,7 +135,7 @@ func (s *classStream) run(ctx context.Context) {
 		}
 		failures++
 		s.metrics.Reconnecting(s.class.Name)
-		s.setStatus(func(st *StreamStatus) {
+		s.setStatus(func(st *ClassStreamStatus) {
 			st.State, st.LastError = StateBackoff, err.Error()
 			st.Reconnects++
 		})
@@ -154,11 +154,11 @@ type received struct {
 	err error
 }
 
-// session runs one upstream stream until it fails. healthy reports whether
+// runSession runs one upstream stream until it fails. healthy reports whether
 // it got a valid response or lived at least the maximum backoff, either of
 // which resets the backoff. (An upstream that is another relay, in sync with
 // us, rightly sends nothing after we resubscribe at its current versions.)
-func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
+func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) {
 	started := time.Now()
 	defer func() {
 		if !healthy && time.Since(started) >= s.bo.Max {
@@ -170,7 +170,7 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 	defer wg.Wait()
 	defer cancel()
 
-	s.setStatus(func(st *StreamStatus) { st.State = StateConnecting })
+	s.setStatus(func(st *ClassStreamStatus) { st.State = StateConnecting })
 	desc, method := &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[0], adsMethod
 	if s.delta {
 		desc, method = &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[1], deltaADSMethod
@@ -211,7 +211,7 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 		return false, err
 	}
 	// The stream is open on a ready connection and subscribed.
-	s.setStatus(func(st *StreamStatus) { st.State, st.LastError = StateConnected, "" })
+	s.setStatus(func(st *ClassStreamStatus) { st.State, st.LastError = StateConnected, "" })
 	for {
 		select {
 		case <-ctx.Done():

@@ -13,7 +13,7 @@ import (
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
-	"github.com/xds-relay/xds-relay/shard/xdstypes"
+	"github.com/xds-relay/xds-relay/upstream/xdstypes"
 )
 
 // RejectError is a response the relay NACKs: the upstream is alive but sent

@@ -25,7 +25,7 @@ import (
 
 	// The resource types files may hold (as resources or nested typed_config).
 	// A type outside this list is a load error: protojson cannot resolve it.
-	"github.com/xds-relay/xds-relay/shard/xdstypes" // also registers the Envoy types it decodes
+	"github.com/xds-relay/xds-relay/upstream/xdstypes" // also registers the Envoy types it decodes
 )
 
 // typePrefix is the prefix of the canonical type URL every resource is

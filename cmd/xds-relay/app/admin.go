@@ -47,7 +47,7 @@ func (r *Relay) adminHandler() http.Handler {
 		writeJSON(w, out)
 	})
 	mux.HandleFunc("GET /debug/shards", func(w http.ResponseWriter, _ *http.Request) {
-		out := map[string][]shard.TypeStatus{}
+		out := map[string][]shard.TableStatus{}
 		for _, c := range r.registry.Classes() {
 			out[c.Name] = c.Status()
 		}
