@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	PassVersions bool
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
+	// Drops counts the upstream answers the relay does not pass on or
+	// answer at once, by reason (nil: not counted).
+	Drops *drop.Counters
 	// Tracer traces each upstream response (default: no tracing); the span's
 	// context goes with the update, so its fan-out can be traced under it.
 	Tracer trace.Tracer
@@ -144,6 +148,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		valid:   &validator{checked: map[string]map[string]checkedResource{}, passVersions: c.cfg.PassVersions},
 		delta:   c.cfg.Delta,
 		metrics: c.cfg.Metrics,
+		drops:   c.cfg.Drops,
 		tracer:  c.cfg.Tracer,
 		status:  ClassStreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -151,6 +152,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	ts := ds.types[resp.TypeURL]
 	if ts == nil {
 		ds.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
+		ds.drops.Add(drop.UpstreamUnsubscribed)
 		return false, nil
 	}
 	ctx, end := ds.traceResponse(resp.TypeURL, resp.SystemVersionInfo, len(resp.Resources))
@@ -166,6 +168,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		}
 		ds.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.SystemVersionInfo), zap.String("reason", rej.Reason))
 		ds.metrics.Response(ds.class.Name, resp.TypeURL, false)
+		ds.drops.Add(drop.UpstreamRejected)
 		ds.setStatus(func(st *ClassStreamStatus) {
 			st.NACKs++
 			st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.SystemVersionInfo, rej.Reason)

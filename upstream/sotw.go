@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -179,10 +180,16 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 		// Not subscribed on this stream. Any request for the type, even a
 		// NACK, would subscribe to it, so drop the response unanswered.
 		ss.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
+		ss.drops.Add(drop.UpstreamUnsubscribed)
 		return false, nil
 	}
 	ts.nonce = resp.Nonce
-	ss.cancelDeferred(ts) // a newer response supersedes a NACK still waiting
+	if ts.deferred != nil {
+		// A newer response supersedes the reply still waiting: this one's
+		// reply answers both.
+		ss.drops.Add(drop.UpstreamReplySuperseded)
+		ss.cancelDeferred(ts)
+	}
 	ctx, end := ss.traceResponse(resp.TypeURL, resp.VersionInfo, len(resp.Resources))
 	replace := shard.FullState(resp.TypeURL)
 	cands, beats, verr := unwrapSotW(resp.Resources)
@@ -234,6 +241,7 @@ func (ss *sotwSession) nack(resp *wire.RawResponse, ts *sotwTypeState, cause err
 		return cause
 	}
 	ss.metrics.Response(ss.class.Name, resp.TypeURL, false)
+	ss.drops.Add(drop.UpstreamRejected)
 	ss.setStatus(func(st *ClassStreamStatus) {
 		st.NACKs++
 		st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.VersionInfo, rej.Reason)

@@ -6,6 +6,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.uber.org/zap"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
@@ -42,6 +43,7 @@ func (ss *sotwSession) repeated(ts *sotwTypeState, resp *wire.RawResponse, heart
 		return 0, false
 	}
 	ss.metrics.RepeatedResponse(ss.class.Name, resp.TypeURL)
+	ss.drops.Add(drop.UpstreamRepeated)
 	delay := ss.bo.Delay(ts.same - StormRepeats)
 	if now := time.Now(); now.Sub(ts.warnedAt) >= stormWarnEvery {
 		ts.warnedAt = now

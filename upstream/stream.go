@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -76,6 +77,7 @@ type classStream struct {
 	valid   *validator
 	delta   bool // speak incremental ADS upstream
 	metrics Metrics
+	drops   *drop.Counters // nil-safe
 	tracer  trace.Tracer
 
 	// Survive reconnects: the last ACKed version per type URL (SotW), and
