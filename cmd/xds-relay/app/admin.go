@@ -73,6 +73,9 @@ func (r *Relay) adminHandler() http.Handler {
 			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
 		}
 	})
+	mux.HandleFunc("GET /debug/drops", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, r.dropCounts())
+	})
 	mux.Handle("GET /metrics", r.tel.handler)
 	if r.level != nil {
 		mux.Handle("/debug/logging", levelHandler(*r.level))
