@@ -12,10 +12,6 @@ import (
 // same hash, so per-resource versions agree across a relay tier.
 func ResourceHash(encoded []byte) uint64 { return xxhash.Sum64(encoded) }
 
-// ResourceHashTTL is the content hash of a resource delivered with a TTL
-// (the encoded Duration): a new TTL is a new version of the resource.
-func ResourceHashTTL(encoded, ttl []byte) uint64 { return ResourceHashFull(encoded, ttl, nil) }
-
 // ResourceHashFull is the content hash of a resource with its TTL and
 // aliases (delta upstreams): a change of either is a change of the resource.
 func ResourceHashFull(encoded, ttl []byte, aliases []string) uint64 {

@@ -77,13 +77,6 @@ func (c *Class) TrySubscribe(typeURL string, sub Subscription, w Watcher) (*Shar
 	return c.subscribe(typeURL, sub, w, true)
 }
 
-// Subscribe is TrySubscribe without the class's Limits, for sources and
-// tests; a client's subscription goes through TrySubscribe.
-func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
-	s, _ := c.subscribe(typeURL, sub, w, false)
-	return s
-}
-
 func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited bool) (*Shard, error) {
 	key := KeyOf(c.Name, typeURL, sub)
 	c.mu.Lock()
@@ -217,13 +210,6 @@ func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
 		kind = UpdateFull
 	}
 	c.ApplyUpdate(typeURL, Update{Kind: kind, Resources: update})
-}
-
-// ApplyDelta installs an incremental upstream update of typeURL: updated
-// resources are merged and removed names deleted. An incremental upstream
-// reports deletions, so absence from the table is known to mean deletion.
-func (c *Class) ApplyDelta(typeURL string, updated []*Resource, removed []string) {
-	c.ApplyUpdate(typeURL, Update{Kind: UpdateIncremental, Resources: updated, Removed: removed})
 }
 
 // ApplyUpdate installs u into typeURL's table, rebuilds the shards it

@@ -91,32 +91,16 @@ func (r *Registry) Counts() (classes, shards int) {
 	return len(r.classes), shards
 }
 
-// NewRegistry returns a registry classifying nodes with c, whose classes
-// are never dropped. start is called for each new class and returns the
-// hook told about interest changes.
-func NewRegistry(c *Classifier, start func(*Class) func(typeURL string)) *Registry {
-	return NewRegistryWith(c, start, Lifecycle{})
-}
-
-// NewRegistryWith is NewRegistry with a class lifecycle.
+// NewRegistryWith returns a registry classifying nodes with c, whose
+// classes live as life says (the zero Lifecycle: never dropped, no bound).
+// start is called for each new class and returns the hook told about
+// interest changes.
 func NewRegistryWith(c *Classifier, start func(*Class) func(typeURL string), life Lifecycle) *Registry {
 	return &Registry{classifier: c, newClass: start, life: life, classes: map[string]*Class{}}
 }
 
 // Classify returns the node's class name without creating the class.
 func (r *Registry) Classify(node *corev3.Node) string { return r.classifier.Classify(node) }
-
-// ClassFor returns the node's class, creating it on the node's first visit,
-// without holding a lease on it: a class nobody leases lingers, then is
-// dropped. It returns nil when the class would exceed MaxClasses.
-func (r *Registry) ClassFor(node *corev3.Node) *Class {
-	c, err := r.Acquire(node)
-	if err != nil {
-		return nil
-	}
-	r.Release(c)
-	return c
-}
 
 // Acquire returns the node's class with a lease on it, creating the class on
 // the node's first visit (or the first after it was dropped). The caller

@@ -31,8 +31,8 @@ type Config struct {
 	// Address: the connection uses the first that accepts it, and fails over
 	// to the next when its server goes away.
 	Fallbacks []string
-	// RelayID is the node id the relay presents upstream. Empty means
-	// DefaultRelayID's, per class.
+	// RelayID is the node id the relay presents upstream. Empty: one per
+	// class, of Istio's shape (see relaySelf.relayID).
 	RelayID string
 	// Backoff paces reconnection. Zero means DefaultBackoff.
 	Backoff Backoff

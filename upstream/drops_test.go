@@ -27,17 +27,7 @@ func dropsClass(t *testing.T, addr string, delta bool) *drop.Counters {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, err := shard.NewClassifier(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	class, err := shard.NewRegistryWith(cl, c.Attach, shard.Lifecycle{}).Acquire(&corev3.Node{Id: "downstream-1", Cluster: "class-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := class.TrySubscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{}); err != nil {
-		t.Fatal(err)
-	}
+	subscribe(t, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"}), shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	return drops
 }
 

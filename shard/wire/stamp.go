@@ -49,14 +49,6 @@ type Stamped struct {
 // Len is the number of bytes the message occupies on the wire.
 func (s *Stamped) Len() int { return s.Body.Len() + s.suffix.Len() }
 
-// Suffix returns the encoded nonce field that follows the body.
-func (s *Stamped) Suffix() []byte { return s.suffix.ReadOnlyData() }
-
-// AppendTo appends the whole message (body then suffix) to dst.
-func (s *Stamped) AppendTo(dst []byte) []byte {
-	return append(append(dst, s.Body.Bytes()...), s.Suffix()...)
-}
-
 // maxSuffix bounds an encoded nonce field: a tag byte, a length byte and at
 // most 13 base-36 digits of a uint64.
 const maxSuffix = 2 + 13
