@@ -47,7 +47,8 @@ func WithVersion(hash uint64, version string) uint64 {
 // version. Callers feed the pairs in a canonical order (sorted by name) so the
 // result does not depend on the order the upstream used.
 //
-// The zero value is not usable; call NewSetHasher.
+// The zero value is not usable; call NewSetHasher. Owned by the goroutine
+// that created it; not safe for concurrent use.
 type SetHasher struct {
 	d   *xxhash.Digest
 	buf [8]byte

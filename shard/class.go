@@ -17,9 +17,14 @@ import (
 // Class is one node class: the resources its upstream sent, per type URL, and
 // the shards its downstream streams subscribe to.
 //
-// Lock order: Class.mu, then whatever a Watcher locks in ShardChanged.
+// Lock order: Registry.mu, then Class.mu, then whatever a Watcher locks in
+// ShardChanged and ShardHeartbeat (a stream's lock), which the class calls
+// with mu held. So callers must not hold a stream's lock (or any lock a
+// Watcher takes) while calling into a class: subscribe, unsubscribe, apply
+// and read it with no stream lock held, or the order inverts and deadlocks.
 type Class struct {
-	// Set at construction, read-only.
+	// Read-only after creation (the registry sets onInterest, onFanout and
+	// limits before it publishes the class).
 	Name string
 	// Node is the first downstream node seen for the class; the upstream node
 	// is synthesized from it. Callers must not modify it.
@@ -36,11 +41,12 @@ type Class struct {
 	limits    Limits
 	nodeBytes int
 
+	// Guarded by mu.
 	mu     sync.Mutex
-	tables map[string]*table // guarded by mu
+	tables map[string]*table // each table and its shards' watchers too
 	// idle: no stream holds a lease on the class (it lingers); a shard whose
 	// last watcher leaves is kept, with its upstream interest, for clients
-	// that come back. Guarded by mu, set under Registry.mu.
+	// that come back. Written under Registry.mu as well.
 	idle bool
 
 	// Guarded by Registry.mu (see registry.go).

@@ -46,8 +46,12 @@ func (e *MaxClassesError) Error() string {
 // class is dropped whole; a later node of that class makes a new class, with
 // a fresh upstream stream. If streams came back, the shards that stayed
 // unwatched are removed when the linger ends.
+//
+// Lock order: Registry.mu, then Class.mu (taken under it to mark a class idle
+// or sweep it). A class is dropped (its source detached, which waits for the
+// class's upstream stream) with no lock held.
 type Registry struct {
-	// Set at construction, read-only.
+	// Read-only after creation.
 	classifier *Classifier
 	// newClass is called once per class, under mu, right after the class is
 	// created and before any stream can subscribe to it; it returns the
@@ -56,12 +60,16 @@ type Registry struct {
 	newClass func(*Class) func(typeURL string)
 	life     Lifecycle
 
+	// Guarded by mu.
 	mu       sync.Mutex
-	classes  map[string]*Class // guarded by mu
-	onFanout FanoutObserver    // guarded by mu; copied into each class
-	closed   bool              // guarded by mu: no more linger timers
-	drops    sync.WaitGroup    // drops in progress; Add under mu while !closed
-	limits   Limits            // guarded by mu; copied into each class
+	classes  map[string]*Class
+	onFanout FanoutObserver // copied into each class
+	closed   bool           // no more linger timers
+	limits   Limits         // copied into each class
+
+	// drops counts drops in progress: Add under mu while !closed, Done by
+	// the dropping goroutine; Close waits for it.
+	drops sync.WaitGroup
 }
 
 // SetClassLimits sets the limits of every class created from then on (call

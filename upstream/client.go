@@ -60,7 +60,7 @@ type Config struct {
 // Client holds the shared connection to the control plane and one ADS stream
 // per attached class.
 type Client struct {
-	// Set at construction, read-only.
+	// Read-only after creation.
 	cfg    Config
 	self   relaySelf // the relay's own host name and IP, for default node ids
 	conn   *grpc.ClientConn
@@ -68,14 +68,18 @@ type Client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wg sync.WaitGroup // one per class stream goroutine
+	// wg counts the class streams' run goroutines, which the client owns:
+	// Add under mu while !closed; Close waits.
+	wg sync.WaitGroup
 
+	// Guarded by mu.
 	mu      sync.Mutex
-	streams map[*shard.Class]*attachment // guarded by mu
-	closed  bool                         // guarded by mu
+	streams map[*shard.Class]*attachment
+	closed  bool
 }
 
-// attachment is one attached class's stream and how to stop it.
+// attachment is one attached class's stream and how to stop it. Read-only
+// after creation; done is closed by the stream's run goroutine.
 type attachment struct {
 	stream *classStream
 	cancel context.CancelFunc

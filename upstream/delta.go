@@ -20,13 +20,17 @@ import (
 // subscribes and unsubscribes per name instead of re-sending the union, and
 // installs the upstream's per-resource updates and removals.
 type deltaSession struct {
+	// Read-only after creation.
 	*classStream
 	stream grpc.ClientStream
-	types  map[string]*deltaTypeState
-	first  bool // the next request is the stream's first and carries the node
+
+	// Owned by the run goroutine.
+	types map[string]*deltaTypeState
+	first bool // the next request is the stream's first and carries the node
 }
 
 // deltaTypeState is what one delta stream subscribed to for a type URL.
+// Owned by the run goroutine.
 type deltaTypeState struct {
 	sub shard.Subscription
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // sotwTypeState is what one SotW stream asked for, and was answered, for a
-// type URL.
+// type URL. Owned by the run goroutine.
 type sotwTypeState struct {
 	sub      shard.Subscription
 	explicit bool   // a non-empty resource_names was sent: legacy wildcard is gone
@@ -46,12 +46,16 @@ type sotwTypeState struct {
 // type URL it re-sends the union of the class's interest, ACKs or NACKs every
 // response, and defers the replies a misbehaving upstream would loop on.
 type sotwSession struct {
+	// Read-only after creation.
 	*classStream
 	stream grpc.ClientStream
-	types  map[string]*sotwTypeState
-	first  bool // the next request is the stream's first and carries the node
-	// due is signalled by a deferred reply's timer (see deferReply).
+	// due is signalled by a deferred reply's timer (see deferReply), the
+	// only other goroutine that touches the session.
 	due dedup.Signal
+
+	// Owned by the run goroutine.
+	types map[string]*sotwTypeState
+	first bool // the next request is the stream's first and carries the node
 }
 
 var _ protocolSession = (*sotwSession)(nil)

@@ -27,8 +27,9 @@ const (
 	deltaADSMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
 )
 
-// protocolSession is one upstream stream's protocol: SotW or delta. The
-// class stream's session loop owns it and calls it from one goroutine.
+// protocolSession is one upstream stream's protocol: SotW or delta. It is
+// owned by the class stream's run goroutine (runSession), which calls it
+// from that goroutine only.
 type protocolSession interface {
 	// syncInterest subscribes to what the class needs, per type URL.
 	syncInterest() error
@@ -65,29 +66,35 @@ type ClassStreamStatus struct {
 	Versions   map[string]string `json:"versions"`
 }
 
-// classStream is the upstream ADS stream of one class. Its run goroutine owns
-// every field not marked otherwise.
+// classStream is the upstream ADS stream of one class, run by one goroutine
+// (run) that the Client starts and stops.
+//
+// It holds no lock while calling into its class (Interest, Requested,
+// ApplyUpdate): statusMu is held only to copy or update status.
 type classStream struct {
+	// Read-only after creation.
 	class   *shard.Class
 	conn    grpc.ClientConnInterface
 	node    *corev3.Node
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
-	valid   *validator
 	delta   bool // speak incremental ADS upstream
 	metrics Metrics
 	drops   *drop.Counters // nil-safe
 	tracer  trace.Tracer
 
+	// Owned by the run goroutine (and the session it runs).
+	valid *validator
 	// Survive reconnects: the last ACKed version per type URL (SotW), and
 	// the version of each resource held per type URL (delta, sent back as
 	// initial_resource_versions).
 	versions      map[string]string
 	deltaVersions map[string]map[string]string
 
+	// Guarded by statusMu: written by the run goroutine, read by Status.
 	statusMu sync.Mutex
-	status   ClassStreamStatus // guarded by statusMu
+	status   ClassStreamStatus
 }
 
 func (s *classStream) snapshot() ClassStreamStatus {
