@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
@@ -42,11 +43,33 @@ func wantDrops(t *testing.T, drops *drop.Counters, want map[drop.Reason]uint64) 
 	}
 }
 
-// wantSotWReply checks the relay's next SotW request answers nonce, as a
-// NACK or an ACK.
-func wantSotWReply(t *testing.T, ss *scriptedStream, nonce string, nack bool) {
+// dropsStream attaches a client counting drops to the scripted upstream at
+// addr, and reads the first request of the stream it opens.
+func dropsStream[Req, Resp any](t *testing.T, streams <-chan *scripted[Req, Resp], addr string, delta bool) (*scripted[Req, Resp], *drop.Counters) {
 	t.Helper()
-	r := ss.request(t)
+	drops := dropsClass(t, addr, delta)
+	ss := nextScripted(t, streams)
+	ss.request(t)
+	return ss, drops
+}
+
+func sotwDrops(t *testing.T) (*scriptedStream, *drop.Counters) {
+	srv, addr := startScripted(t)
+	return dropsStream(t, srv.streams, addr, false)
+}
+
+func deltaDrops(t *testing.T) (*deltaStream, *drop.Counters) {
+	srv, addr := startScriptedDelta(t)
+	return dropsStream(t, srv.streams, addr, true)
+}
+
+// wantReply checks a request of the relay answers nonce, as a NACK or an
+// ACK.
+func wantReply(t *testing.T, r interface {
+	GetResponseNonce() string
+	GetErrorDetail() *status.Status
+}, nonce string, nack bool) {
+	t.Helper()
 	if r.GetResponseNonce() != nonce || (r.GetErrorDetail() != nil) != nack {
 		t.Fatalf("want a reply to %s (NACK %v), got %v", nonce, nack, r)
 	}
@@ -54,24 +77,16 @@ func wantSotWReply(t *testing.T, ss *scriptedStream, nonce string, nack bool) {
 
 func TestDropsUpstreamRejected(t *testing.T) {
 	t.Run("sotw", func(t *testing.T) {
-		srv, addr := startScripted(t)
-		drops := dropsClass(t, addr, false)
-		ss := srv.next(t)
-		ss.request(t)
+		ss, drops := sotwDrops(t)
 		respondClusters(t, ss, "v1", "n1", "a", "a") // duplicate names
-		wantSotWReply(t, ss, "n1", true)
+		wantReply(t, ss.request(t), "n1", true)
 		wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamRejected: 1})
 	})
 	t.Run("delta", func(t *testing.T) {
-		srv, addr := startScriptedDelta(t)
-		drops := dropsClass(t, addr, true)
-		ds := srv.next(t)
-		ds.request(t)
+		ds, drops := deltaDrops(t)
 		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
 			Resources: []*discoverygrpc.Resource{cluster(t, "a", "1"), cluster(t, "a", "2")}})
-		if r := ds.request(t); r.GetResponseNonce() != "n1" || r.GetErrorDetail() == nil {
-			t.Fatalf("want the NACK of n1, got %v", r)
-		}
+		wantReply(t, ds.request(t), "n1", true)
 		wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamRejected: 1})
 	})
 }
@@ -80,27 +95,19 @@ func TestDropsUpstreamRejected(t *testing.T) {
 // unanswered: the ACK of the next good response is the fence.
 func TestDropsUpstreamUnsubscribed(t *testing.T) {
 	t.Run("sotw", func(t *testing.T) {
-		srv, addr := startScripted(t)
-		drops := dropsClass(t, addr, false)
-		ss := srv.next(t)
-		ss.request(t)
+		ss, drops := sotwDrops(t)
 		ss.send(t, &discoverygrpc.DiscoveryResponse{VersionInfo: "e1", Nonce: "e1", TypeUrl: edsType})
 		respondClusters(t, ss, "v1", "n1", "a")
-		wantSotWReply(t, ss, "n1", false)
+		wantReply(t, ss.request(t), "n1", false)
 		wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamUnsubscribed: 1})
 	})
 	t.Run("delta", func(t *testing.T) {
-		srv, addr := startScriptedDelta(t)
-		drops := dropsClass(t, addr, true)
-		ds := srv.next(t)
-		ds.request(t)
+		ds, drops := deltaDrops(t)
 		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "e1",
 			Resources: []*discoverygrpc.Resource{endpoints(t, "a", "1")}})
 		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
 			Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
-		if r := ds.request(t); r.GetResponseNonce() != "n1" || r.GetErrorDetail() != nil {
-			t.Fatalf("want the ACK of n1, got %v", r)
-		}
+		wantReply(t, ds.request(t), "n1", false)
 		wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamUnsubscribed: 1})
 	})
 }
@@ -109,32 +116,26 @@ func TestDropsUpstreamUnsubscribed(t *testing.T) {
 // deferred. A different response then supersedes the deferred ACK and is
 // ACKed at once.
 func TestDropsUpstreamRepeated(t *testing.T) {
-	srv, addr := startScripted(t)
-	drops := dropsClass(t, addr, false)
-	ss := srv.next(t)
-	ss.request(t)
+	ss, drops := sotwDrops(t)
 	for i := range StormRepeats {
 		nonce := string(rune('1' + i))
 		respondClusters(t, ss, "v1", nonce, "a", "b")
-		wantSotWReply(t, ss, nonce, false)
+		wantReply(t, ss.request(t), nonce, false)
 	}
 	respondClusters(t, ss, "v1", "repeat", "b", "a") // the order does not matter
 	respondClusters(t, ss, "v2", "new", "a")
-	wantSotWReply(t, ss, "new", false)
+	wantReply(t, ss.request(t), "new", false)
 	wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamRepeated: 1, drop.UpstreamReplySuperseded: 1})
 }
 
 // A rejected version sent again is NACKed after a delay; a newer response
 // supersedes that NACK, and only the newer one is answered.
 func TestDropsUpstreamReplySuperseded(t *testing.T) {
-	srv, addr := startScripted(t)
-	drops := dropsClass(t, addr, false)
-	ss := srv.next(t)
-	ss.request(t)
+	ss, drops := sotwDrops(t)
 	respondClusters(t, ss, "v1", "n1", "a", "a")
-	wantSotWReply(t, ss, "n1", true)
+	wantReply(t, ss.request(t), "n1", true)
 	respondClusters(t, ss, "v1", "n2", "a", "a") // NACK deferred
 	respondClusters(t, ss, "v2", "n3", "a")
-	wantSotWReply(t, ss, "n3", false)
+	wantReply(t, ss.request(t), "n3", false)
 	wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamRejected: 2, drop.UpstreamReplySuperseded: 1})
 }

@@ -12,7 +12,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
@@ -29,12 +28,7 @@ func TestE2EDropsAgree(t *testing.T) {
 	c := dialADS(t, ctx, r.Addr(), "client-1", "class-drops")
 	c.Subscribe(resource.ClusterType)
 
-	var up grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
-	select {
-	case up = <-h.streams:
-	case <-ctx.Done():
-		t.Fatal("the relay never opened an upstream stream")
-	}
+	up := h.stream(t, ctx)
 	h.request(t, ctx) // the CDS subscription
 	send := func(typeURL, nonce string, res ...*anypb.Any) {
 		t.Helper()
