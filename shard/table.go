@@ -18,10 +18,14 @@ const (
 func FullState(typeURL string) bool { return typeURL == ListenerType || typeURL == ClusterType }
 
 // table is one class's state for one type URL: the resources learned from the
-// upstream and the shards that select from them. Guarded by Class.mu.
+// upstream and the shards that select from them.
 type table struct {
+	// Read-only after creation.
 	typeURL   string
 	fullState bool
+
+	// Guarded by Class.mu: everything below.
+
 	// up is what the upstream answered and was asked for (see
 	// upstreamState for its phases).
 	up upstreamState

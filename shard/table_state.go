@@ -50,7 +50,8 @@ const (
 )
 
 // upstreamState is what a table knows of its upstream for the type: how far
-// it answered, what it was asked for and what its answers mean.
+// it answered, what it was asked for and what its answers mean. Part of its
+// table: guarded by Class.mu.
 type upstreamState struct {
 	phase answerPhase
 	// requested is what the upstream was last asked for, meaningful only

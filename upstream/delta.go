@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -19,13 +20,17 @@ import (
 // subscribes and unsubscribes per name instead of re-sending the union, and
 // installs the upstream's per-resource updates and removals.
 type deltaSession struct {
+	// Read-only after creation.
 	*classStream
 	stream grpc.ClientStream
-	types  map[string]*deltaTypeState
-	first  bool // the next request is the stream's first and carries the node
+
+	// Owned by the run goroutine.
+	types map[string]*deltaTypeState
+	first bool // the next request is the stream's first and carries the node
 }
 
 // deltaTypeState is what one delta stream subscribed to for a type URL.
+// Owned by the run goroutine.
 type deltaTypeState struct {
 	sub shard.Subscription
 }
@@ -147,10 +152,11 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("undecodable delta response: %w", err)
 	}
-	ds.setStatus(func(st *StreamStatus) { st.Responses++ })
+	ds.setStatus(func(st *ClassStreamStatus) { st.Responses++ })
 	ts := ds.types[resp.TypeURL]
 	if ts == nil {
 		ds.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
+		ds.drops.Add(drop.UpstreamUnsubscribed)
 		return false, nil
 	}
 	ctx, end := ds.traceResponse(resp.TypeURL, resp.SystemVersionInfo, len(resp.Resources))
@@ -166,7 +172,8 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		}
 		ds.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.SystemVersionInfo), zap.String("reason", rej.Reason))
 		ds.metrics.Response(ds.class.Name, resp.TypeURL, false)
-		ds.setStatus(func(st *StreamStatus) {
+		ds.drops.Add(drop.UpstreamRejected)
+		ds.setStatus(func(st *ClassStreamStatus) {
 			st.NACKs++
 			st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.SystemVersionInfo, rej.Reason)
 		})
@@ -191,7 +198,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		delete(held, n)
 	}
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
-	ds.setStatus(func(st *StreamStatus) {
+	ds.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
 		st.Versions[resp.TypeURL] = resp.SystemVersionInfo
 	})

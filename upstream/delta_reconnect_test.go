@@ -35,10 +35,10 @@ func TestDeltaReconnectSendsInitialResourceVersions(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	c, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	cds := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	cds := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
 	ds := srv.next(t)
 	wantReq(t, ds.request(t), shard.ClusterType, []string{"*"}, nil)
-	eds := class.Subscribe(edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
+	eds := subscribe(t, class, edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"x", "y"}, nil)
 
 	for _, resp := range []*discoverygrpc.DeltaDiscoveryResponse{
@@ -110,7 +110,7 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	x := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	x := subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	ds := srv.next(t)
 	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n1", Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1")}})
@@ -126,7 +126,7 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 		}
 	}
 
-	x = class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	x = subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
 	ds.end <- status.Error(codes.Unavailable, "control plane restarting")
 
@@ -159,7 +159,7 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 func TestDeltaReconnectAfterNACKKeepsGoodVersions(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ds := srv.next(t)
 	ds.request(t)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1")}})
@@ -196,12 +196,12 @@ func TestDeltaUnansweredFirstRequestIsResolvedAfterGrace(t *testing.T) {
 			w := nopWatcher{}
 			ds := srv.next(t)
 			if !tc.first {
-				class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), w)
+				subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), w)
 				wantReq(t, ds.request(t), shard.ClusterType, []string{"a"}, nil)
 				ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 				ds.request(t)
 			}
-			sh := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"never"}, false), w)
+			sh := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"never"}, false), w)
 			wantReq(t, ds.request(t), shard.ClusterType, []string{"never"}, nil)
 			// The upstream never answers for "never".
 			deadline := time.Now().Add(shard.PendingGrace + 2*time.Second)

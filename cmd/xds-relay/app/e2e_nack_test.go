@@ -69,6 +69,18 @@ func startHandADS(t *testing.T) (*handADS, string) {
 	return h, lis.Addr().String()
 }
 
+// stream returns the next upstream stream the relay opens.
+func (h *handADS) stream(t *testing.T, ctx context.Context) grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse] {
+	t.Helper()
+	select {
+	case st := <-h.streams:
+		return st
+	case <-ctx.Done():
+		t.Fatal("the relay never opened an upstream stream")
+		return nil
+	}
+}
+
 func (h *handADS) request(t *testing.T, ctx context.Context) *discoveryv3.DiscoveryRequest {
 	t.Helper()
 	select {
@@ -104,12 +116,7 @@ func TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients(t *testing.T) {
 	c1.Subscribe(resource.ClusterType)
 	c2.Subscribe(resource.ClusterType)
 
-	var up grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
-	select {
-	case up = <-h.streams:
-	case <-ctx.Done():
-		t.Fatal("the relay never opened an upstream stream")
-	}
+	up := h.stream(t, ctx)
 	req := h.request(t, ctx)
 	if req.GetNode().GetId() != relayID || req.GetNode().GetCluster() != class {
 		t.Fatalf("first upstream request node = %v, want id %q cluster %q", req.GetNode(), relayID, class)

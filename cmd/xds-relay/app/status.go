@@ -107,6 +107,9 @@ type statusView struct {
 	NACKs          []nackRow
 	NACKsTruncated int // rows left off
 	Errors         []errorRow
+
+	Drops      []dropCount // every reason, zeros included
+	DropsTotal uint64
 }
 
 type upstreamRow struct {
@@ -327,6 +330,11 @@ func (r *Relay) statusView(now time.Time) statusView {
 			}
 		}
 		v.Classes = append(v.Classes, row)
+	}
+
+	v.Drops = r.dropCounts()
+	for _, d := range v.Drops {
+		v.DropsTotal += d.Count
 	}
 
 	switch {
