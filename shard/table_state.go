@@ -131,6 +131,13 @@ func (u *upstreamState) unaskedName(name string) bool {
 	return u.reported && !u.requested.Wildcard && !u.requested.Has(name)
 }
 
+// askedFor reports whether the upstream was last asked for r, by name or
+// by one of its aliases (or for the wildcard, or never told: every
+// resource).
+func (u *upstreamState) askedFor(r *Resource) bool {
+	return !u.reported || u.requested.Covers(r.Name, r.Aliases)
+}
+
 // askedForNothing reports whether the upstream need not be told anything
 // more of the type: never asked, or last asked for nothing.
 func (u *upstreamState) askedForNothing() bool { return !u.reported || u.requested.Empty() }

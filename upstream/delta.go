@@ -185,7 +185,13 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		ds.deltaVersions[resp.TypeURL] = held
 	}
 	for i, r := range resources {
-		held[r.Name] = versions[i]
+		// Versions only of what the stream asks for now: an answer sent
+		// before an unsubscription reached the upstream is not kept by the
+		// class, and a version claimed for it on a later subscription would
+		// keep the upstream from ever sending it.
+		if ts.sub.Covers(r.Name, r.Aliases) {
+			held[r.Name] = versions[i]
+		}
 	}
 	for _, n := range resp.Removed {
 		delete(held, n)

@@ -217,3 +217,37 @@ func TestDeltaUnansweredFirstRequestIsResolvedAfterGrace(t *testing.T) {
 		})
 	}
 }
+
+// An answer the upstream sent before it saw an unsubscription arrives after
+// it: the version it carries for the name no longer asked is not recorded,
+// so a reconnect does not claim a resource the class never kept (the
+// upstream would then never send it).
+func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	_, class := newDeltaClient(t, addr, fastBackoff)
+	w := nopWatcher{}
+	x := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
+	y := class.Subscribe(edsType, shard.NewSubscription([]string{"y"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
+	class.Unsubscribe(y, w)
+	wantReq(t, ds.request(t), edsType, nil, []string{"y"})
+	// The answer to +[y], sent before the upstream saw -[y].
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1"), endpoints(t, "y", "y1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+	if got := x.Current(); got == nil || !slices.Equal(got.Names, []string{"x"}) {
+		t.Fatalf("[x] = %+v", got)
+	}
+	class.Subscribe(edsType, shard.NewSubscription([]string{"y"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
+	ds.end <- status.Error(codes.Unavailable, "control plane restarting")
+	again := srv.next(t)
+	r := again.request(t)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"x": "x1"}; !maps.Equal(got, want) {
+		t.Errorf("initial_resource_versions = %v, want %v: y's version came from a stale answer", got, want)
+	}
+}
