@@ -51,7 +51,15 @@ func (ds *deltaSession) syncInterest() error {
 		want := ds.class.Interest(typeURL)
 		ts := ds.types[typeURL]
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
-		if ts == nil {
+		switch {
+		case ts != nil && want.Wildcard && !ts.sub.Wildcard:
+			// A wildcard after names is asked on a new stream, whose first
+			// request declares exactly what the relay holds: go-control-plane
+			// records an answer as sent when it sends it, so one in flight
+			// across an unsubscription (its resource deleted since) would
+			// never be reported removed to a "+[*]" on this stream.
+			return &wildcardRestart{typeURL: typeURL}
+		case ts == nil:
 			if want.Empty() {
 				// This stream asks nothing of the type: the class may drop
 				// what an earlier stream was asked for (and free the type),
