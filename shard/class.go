@@ -228,7 +228,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
 	}
 	t := c.table(typeURL)
-	resources := u.Resources
+	resources := t.keepAsked(u.Resources)
 	beats := u.Heartbeats[:0:0]
 	for _, hb := range u.Heartbeats {
 		r, ok := t.resources[hb.Name]

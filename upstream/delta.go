@@ -56,7 +56,15 @@ func (ds *deltaSession) syncInterest() error {
 		want := ds.class.Interest(typeURL)
 		ts := ds.types[typeURL]
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
-		if ts == nil {
+		switch {
+		case ts != nil && want.Wildcard && !ts.sub.Wildcard:
+			// A wildcard after names is asked on a new stream, whose first
+			// request declares exactly what the relay holds: go-control-plane
+			// records an answer as sent when it sends it, so one in flight
+			// across an unsubscription (its resource deleted since) would
+			// never be reported removed to a "+[*]" on this stream.
+			return &wildcardRestart{typeURL: typeURL}
+		case ts == nil:
 			if want.Empty() {
 				// This stream asks nothing of the type: the class may drop
 				// what an earlier stream was asked for (and free the type),
@@ -192,7 +200,13 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		ds.deltaVersions[resp.TypeURL] = held
 	}
 	for i, r := range resources {
-		held[r.Name] = versions[i]
+		// Versions only of what the stream asks for now: an answer sent
+		// before an unsubscription reached the upstream is not kept by the
+		// class, and a version claimed for it on a later subscription would
+		// keep the upstream from ever sending it.
+		if ts.sub.Covers(r.Name, r.Aliases) {
+			held[r.Name] = versions[i]
+		}
 	}
 	for _, n := range resp.Removed {
 		delete(held, n)

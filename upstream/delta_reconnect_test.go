@@ -217,3 +217,75 @@ func TestDeltaUnansweredFirstRequestIsResolvedAfterGrace(t *testing.T) {
 		})
 	}
 }
+
+// An answer the upstream sent before it saw an unsubscription arrives after
+// it: the version it carries for the name no longer asked is not recorded,
+// so a reconnect does not claim a resource the class never kept (the
+// upstream would then never send it).
+func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	_, class := newDeltaClient(t, addr, fastBackoff)
+	w := nopWatcher{}
+	x := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
+	y := class.Subscribe(edsType, shard.NewSubscription([]string{"y"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
+	class.Unsubscribe(y, w)
+	wantReq(t, ds.request(t), edsType, nil, []string{"y"})
+	// The answer to +[y], sent before the upstream saw -[y].
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1"), endpoints(t, "y", "y1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+	if got := x.Current(); got == nil || !slices.Equal(got.Names, []string{"x"}) {
+		t.Fatalf("[x] = %+v", got)
+	}
+	class.Subscribe(edsType, shard.NewSubscription([]string{"y"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
+	ds.end <- status.Error(codes.Unavailable, "control plane restarting")
+	again := srv.next(t)
+	r := again.request(t)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"x": "x1"}; !maps.Equal(got, want) {
+		t.Errorf("initial_resource_versions = %v, want %v: y's version came from a stale answer", got, want)
+	}
+}
+
+// A wildcard wanted after names is asked on a new stream whose first request
+// declares exactly what the relay holds (go-control-plane records an answer
+// as sent when it sends it, so one in flight across an unsubscription would
+// never be reported removed to a "+[*]" on the old stream).
+func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	_, class := newDeltaClient(t, addr, fastBackoff)
+	w := nopWatcher{}
+	named := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+	wild := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	class.Unsubscribe(named, w)
+	again := srv.next(t) // the old stream ends without asking for "*"
+	r := again.request(t)
+	wantReq(t, r, shard.ClusterType, []string{"*"}, nil)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"a": "a1", "b": "b1"}; !maps.Equal(got, want) {
+		t.Errorf("initial_resource_versions = %v, want %v", got, want)
+	}
+	if got := wild.Current(); got != nil {
+		t.Fatalf("wildcard served %v before the new stream's answer", got.Names)
+	}
+	// b was deleted while the relay was asking: the new stream says so.
+	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "c", "c1")}, RemovedResources: []string{"b"}})
+	if ack := again.request(t); ack.GetResponseNonce() != "m1" {
+		t.Fatalf("want the ACK of m1, got %v", ack)
+	}
+	if got := wild.Current(); got == nil || !slices.Equal(got.Names, []string{"a", "c"}) {
+		t.Fatalf("wildcard = %+v, want [a c]", got)
+	}
+}

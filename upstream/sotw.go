@@ -106,14 +106,6 @@ func (ts *sotwTypeState) asked(want shard.Subscription) shard.Subscription {
 	return want
 }
 
-// wildcardRestart ends a session that must ask for a wildcard of typeURL
-// after it sent explicit names for the type (see send).
-type wildcardRestart struct{ typeURL string }
-
-func (e *wildcardRestart) Error() string {
-	return "a wildcard of " + e.typeURL + " is wanted after explicit names: restarting the stream"
-}
-
 // send writes one request for typeURL subscribing to want (see asked),
 // carrying the last ACKed version and, for an ACK or NACK, the response's
 // nonce.

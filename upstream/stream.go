@@ -111,6 +111,17 @@ func (s *classStream) setStatus(f func(*ClassStreamStatus)) {
 	s.statusMu.Unlock()
 }
 
+// wildcardRestart ends a session that must ask for a wildcard of typeURL
+// after it asked for explicit names of the type: SotW can no longer ask in
+// the legacy form (sotw.go, send), and a delta stream's upstream may believe
+// it already sent what it has not (delta.go, syncInterest). The class
+// stream opens a new stream at once, asking for the wildcard first.
+type wildcardRestart struct{ typeURL string }
+
+func (e *wildcardRestart) Error() string {
+	return "a wildcard of " + e.typeURL + " is wanted after explicit names: restarting the stream"
+}
+
 // run keeps a session open until ctx ends, backing off between failures. A
 // failure is logged at warn when the stream was healthy, then at most every
 // tenth consecutive attempt, so a long outage does not flood the log.
