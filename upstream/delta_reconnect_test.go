@@ -226,10 +226,10 @@ func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	x := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	x := subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	ds := srv.next(t)
 	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
-	y := class.Subscribe(edsType, shard.NewSubscription([]string{"y"}, false), w)
+	y := subscribe(t, class, edsType, shard.NewSubscription([]string{"y"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
 	class.Unsubscribe(y, w)
 	wantReq(t, ds.request(t), edsType, nil, []string{"y"})
@@ -242,7 +242,7 @@ func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
 	if got := x.Current(); got == nil || !slices.Equal(got.Names, []string{"x"}) {
 		t.Fatalf("[x] = %+v", got)
 	}
-	class.Subscribe(edsType, shard.NewSubscription([]string{"y"}, false), w)
+	subscribe(t, class, edsType, shard.NewSubscription([]string{"y"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
 	ds.end <- status.Error(codes.Unavailable, "control plane restarting")
 	again := srv.next(t)
@@ -260,7 +260,7 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	named := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
+	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
 	ds := srv.next(t)
 	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
@@ -268,7 +268,7 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
 		t.Fatalf("want the ACK of n1, got %v", ack)
 	}
-	wild := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
 	class.Unsubscribe(named, w)
 	again := srv.next(t) // the old stream ends without asking for "*"
 	r := again.request(t)
