@@ -206,6 +206,8 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		// keep the upstream from ever sending it.
 		if ts.sub.Covers(r.Name, r.Aliases) {
 			held[r.Name] = versions[i]
+		} else {
+			ds.drops.Add(drop.UpstreamUnsubscribed) // the class does not keep it either
 		}
 	}
 	for _, n := range resp.Removed {

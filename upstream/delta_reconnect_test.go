@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -224,7 +227,13 @@ func TestDeltaUnansweredFirstRequestIsResolvedAfterGrace(t *testing.T) {
 // upstream would then never send it).
 func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
-	_, class := newDeltaClient(t, addr, fastBackoff)
+	drops := &drop.Counters{}
+	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: fastBackoff, Delta: true, Drops: drops}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 	w := nopWatcher{}
 	x := subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	ds := srv.next(t)
@@ -242,6 +251,7 @@ func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
 	if got := x.Current(); got == nil || !slices.Equal(got.Names, []string{"x"}) {
 		t.Fatalf("[x] = %+v", got)
 	}
+	wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamUnsubscribed: 1}) // y
 	subscribe(t, class, edsType, shard.NewSubscription([]string{"y"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
 	ds.end <- status.Error(codes.Unavailable, "control plane restarting")

@@ -208,6 +208,13 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	case replace:
 		kind = shard.UpdateFull
 	}
+	for _, r := range resources {
+		if !ts.sub.Covers(r.Name, r.Aliases) {
+			// An answer to a request the stream has since changed: the class
+			// keeps only what was last asked for (shard's keepAsked).
+			ss.drops.Add(drop.UpstreamUnsubscribed)
+		}
+	}
 	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx}
 	if ss.valid.passVersions {
 		u.Version = resp.VersionInfo
