@@ -63,7 +63,7 @@ func TestE2EClientNACKIsNotForwarded(t *testing.T) {
 	if got := clusterNames(t, next); len(got) != 2 || next.GetVersionInfo() == v1.GetVersionInfo() {
 		t.Fatalf("after the NACK the client got %v at %s, want [a b] at a new version", got, next.GetVersionInfo())
 	}
-	if n := m.NACKs(); n != 0 {
+	if n := m.Stats().NACKs; n != 0 {
 		t.Fatalf("the control plane saw %d NACKs; a client's NACK must not be forwarded", n)
 	}
 }

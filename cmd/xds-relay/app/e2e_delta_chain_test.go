@@ -37,8 +37,8 @@ func TestE2EDeltaRelayChains(t *testing.T) {
 func testChain(t *testing.T, protos [3]string, deltaClient bool) {
 	ctx := testContext(t)
 	const class = "class-chain"
-	m := startDeltaMgmt(t, "127.0.0.1:0")
-	snap := func(b int64) map[resource.Type][]types.Resource {
+	m := startMgmt(t, "127.0.0.1:0")
+	snap := func(b int) map[resource.Type][]types.Resource {
 		return map[resource.Type][]types.Resource{resource.ClusterType: cds(
 			timedCluster("a", 1), timedCluster("b", b), timedCluster("c", 1), timedCluster("d", 1), timedCluster("e", 1))}
 	}
@@ -46,7 +46,7 @@ func testChain(t *testing.T, protos [3]string, deltaClient bool) {
 	relays := make([]*app.Relay, 3)
 	up := m.Addr
 	for i := 2; i >= 0; i-- {
-		relays[i] = startRelayProto(t, up, fmt.Sprintf("relay-%d", i+1), protos[i])
+		relays[i] = startRelay(t, up, relayAs(fmt.Sprintf("relay-%d", i+1)), upstreamProtocol(protos[i]))
 		up = relays[i].Addr()
 	}
 	all := []string{"a", "b", "c", "d", "e"}
@@ -91,7 +91,8 @@ func testChain(t *testing.T, protos [3]string, deltaClient bool) {
 			}
 		}
 	}
-	sotw, delta := m.Streams()
+	st := m.Stats()
+	sotw, delta := st.Streams, st.DeltaStreams
 	if protos[2] == "delta" && (sotw != 0 || delta != 1) || protos[2] == "sotw" && (sotw != 1 || delta != 0) {
 		t.Errorf("control plane served %d SotW and %d delta streams to a %s relay-3, want 1 of that protocol", sotw, delta, protos[2])
 	}

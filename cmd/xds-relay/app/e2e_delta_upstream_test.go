@@ -21,9 +21,9 @@ import (
 func TestE2EDeltaUpstreamFanOut(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-delta-fanout"
-	m := startDeltaMgmt(t, "127.0.0.1:0")
+	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, class, "v1", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1))})
-	r := startRelayProto(t, m.Addr, "relay-delta", "delta")
+	r := startRelay(t, m.Addr, relayAs("relay-delta"), upstreamProtocol("delta"))
 
 	sc := dialADS(t, ctx, r.Addr(), "sotw-1", class)
 	sc.Subscribe(resource.ClusterType)
@@ -47,10 +47,10 @@ func TestE2EDeltaUpstreamFanOut(t *testing.T) {
 	}
 	dc.Quiet(200 * time.Millisecond)
 
-	if sotw, delta := m.Streams(); sotw != 0 || delta != 1 {
-		t.Errorf("control plane served %d SotW and %d delta streams, want 0 and 1", sotw, delta)
+	if st := m.Stats(); st.Streams != 0 || st.DeltaStreams != 1 {
+		t.Errorf("control plane served %d SotW and %d delta streams, want 0 and 1", st.Streams, st.DeltaStreams)
 	}
-	first := m.FirstRequests(resource.ClusterType)
+	first := m.FirstDelta(resource.ClusterType)
 	if len(first) != 1 || !slices.Equal(first[0].GetResourceNamesSubscribe(), []string{"*"}) || first[0].GetNode().GetId() != "relay-delta" {
 		t.Errorf("control plane's first CDS requests %v, want one wildcard subscription from relay-delta", first)
 	}
@@ -64,19 +64,19 @@ func TestE2EDeltaUpstreamFanOut(t *testing.T) {
 func TestE2EDeltaUpstreamEDSByName(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-delta-eds"
-	m := startDeltaMgmt(t, "127.0.0.1:0")
+	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, class, "v1", map[resource.Type][]types.Resource{
 		resource.ClusterType:  cds(edsCluster("a"), edsCluster("b")),
 		resource.EndpointType: loadAssignments("a", "b"),
 	})
-	r := startRelayProto(t, m.Addr, "relay-delta", "delta")
+	r := startRelay(t, m.Addr, relayAs("relay-delta"), upstreamProtocol("delta"))
 	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
 	dc.Subscribe(resource.EndpointType, "a")
 	wantDeltaResp(t, dc.Next(10*time.Second), resource.EndpointType, []string{"a"}, nil)
 	eventually(t, ctx, "the control plane to see the EDS subscription", func() bool {
-		return len(m.FirstRequests(resource.EndpointType)) == 1
+		return len(m.FirstDelta(resource.EndpointType)) == 1
 	})
-	if first := m.FirstRequests(resource.EndpointType)[0]; !slices.Equal(first.GetResourceNamesSubscribe(), []string{"a"}) {
+	if first := m.FirstDelta(resource.EndpointType)[0]; !slices.Equal(first.GetResourceNamesSubscribe(), []string{"a"}) {
 		t.Fatalf("relay subscribed upstream with %v, want [a]", first.GetResourceNamesSubscribe())
 	}
 
@@ -87,8 +87,8 @@ func TestE2EDeltaUpstreamEDSByName(t *testing.T) {
 	wantDeltaResp(t, dc.Next(10*time.Second), resource.EndpointType, nil, []string{"a"})
 
 	dc.Quiet(200 * time.Millisecond)
-	if sotw, delta := m.Streams(); sotw != 0 || delta != 1 {
-		t.Errorf("control plane served %d SotW and %d delta streams, want 0 and 1", sotw, delta)
+	if st := m.Stats(); st.Streams != 0 || st.DeltaStreams != 1 {
+		t.Errorf("control plane served %d SotW and %d delta streams, want 0 and 1", st.Streams, st.DeltaStreams)
 	}
 }
 
@@ -104,9 +104,9 @@ func TestE2EDeltaUpstreamUnknownCluster(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
 			class := "class-unknown-" + tc.name
-			m := startDeltaMgmt(t, "127.0.0.1:0")
+			m := startMgmt(t, "127.0.0.1:0")
 			m.Set(t, class, "v1", map[resource.Type][]types.Resource{resource.ClusterType: cds(edsCluster("a"))})
-			r := startRelayProto(t, m.Addr, "relay-delta", "delta")
+			r := startRelay(t, m.Addr, relayAs("relay-delta"), upstreamProtocol("delta"))
 			dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
 			if !tc.first {
 				dc.Subscribe(resource.ClusterType, "a")
@@ -130,9 +130,9 @@ func TestE2EDeltaUpstreamUnknownCluster(t *testing.T) {
 func TestE2EDeltaUpstreamRestart(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-delta-restart"
-	m1 := startDeltaMgmt(t, "127.0.0.1:0")
+	m1 := startMgmt(t, "127.0.0.1:0")
 	m1.Set(t, class, "v1", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("one", 1), timedCluster("two", 1), timedCluster("three", 1))})
-	r := startRelayProto(t, m1.Addr, "relay-delta", "delta")
+	r := startRelay(t, m1.Addr, relayAs("relay-delta"), upstreamProtocol("delta"))
 	sc := dialADS(t, ctx, r.Addr(), "sotw-1", class)
 	sc.Subscribe(resource.ClusterType)
 	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
@@ -150,7 +150,7 @@ func TestE2EDeltaUpstreamRestart(t *testing.T) {
 		st := upstreamStatus(t, ctx, r, class)
 		return st.State != upstream.StateConnected && st.Reconnects > 0
 	})
-	m2 := startDeltaMgmt(t, m1.Addr)
+	m2 := startMgmt(t, m1.Addr)
 	m2.Set(t, class, "v2", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("one", 1), timedCluster("two", 2), timedCluster("four", 1))})
 
 	if got := connectTimeouts(t, sc.Next(20*time.Second)); !maps.Equal(got, map[string]int64{"one": 1, "two": 2, "four": 1}) {
@@ -162,7 +162,7 @@ func TestE2EDeltaUpstreamRestart(t *testing.T) {
 		t.Fatalf("SotW client stream ended: %v", err)
 	}
 
-	first := m2.FirstRequests(resource.ClusterType)
+	first := m2.FirstDelta(resource.ClusterType)
 	if len(first) != 1 {
 		t.Fatalf("new control plane saw %d CDS delta streams, want 1", len(first))
 	}
@@ -180,8 +180,8 @@ func TestE2EDeltaUpstreamRestart(t *testing.T) {
 	if got, want := m2.Sent(), []string{resource.ClusterType + ": [four two] -[three]"}; !slices.Equal(got, want) {
 		t.Errorf("new control plane sent %q, want %q", got, want)
 	}
-	if sotw, delta := m2.Streams(); sotw != 0 || delta != 1 {
-		t.Errorf("new control plane served %d SotW and %d delta streams, want 0 and 1", sotw, delta)
+	if st := m2.Stats(); st.Streams != 0 || st.DeltaStreams != 1 {
+		t.Errorf("new control plane served %d SotW and %d delta streams, want 0 and 1", st.Streams, st.DeltaStreams)
 	}
 	if s := r.Server().Streams(0); len(s) != 2 {
 		t.Errorf("relay has %d downstream streams after the restart, want the same 2", len(s))

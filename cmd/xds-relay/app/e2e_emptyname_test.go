@@ -41,7 +41,7 @@ func TestE2EEmptyNameUnsubscribes(t *testing.T) {
 		t.Fatalf("EDS [a]: got %s with %d resources", eds1.GetTypeUrl(), len(eds1.GetResources()))
 	}
 
-	if err := c.send(resource.ClusterType, cdsResp.GetVersionInfo(), cdsResp.GetNonce(), []string{""}); err != nil {
+	if err := c.SendSotW(resource.ClusterType, []string{""}); err != nil {
 		t.Fatalf("send CDS [\"\"]: %v", err)
 	}
 	class := r.Registry().Classes()[0]

@@ -16,10 +16,10 @@ import (
 // delta.parent_removal_wait set to wait.
 func startRelayWait(t *testing.T, upstreamAddr, protocol string, wait time.Duration) *app.Relay {
 	t.Helper()
-	return startRelayCfg(t, upstreamAddr, func(cfg *app.Config) {
+	return startRelay(t, upstreamAddr, withConfig(func(cfg *app.Config) {
 		cfg.Upstream.Protocol = protocol
 		cfg.Delta.ParentRemovalWait = wait
-	})
+	}))
 }
 
 func clustersAndEndpoints(clusterNames, endpointNames []string) map[resource.Type][]types.Resource {
@@ -58,7 +58,7 @@ func shortType(typeURL string) string {
 // client fails otherwise).
 func TestE2EDeltaEndpointsRemovedBeforeCluster(t *testing.T) {
 	ctx := testContext(t)
-	m := startDeltaMgmt(t, "127.0.0.1:0")
+	m := startMgmt(t, "127.0.0.1:0")
 	ab := []string{"a", "b"}
 	m.Set(t, "class-a", "v1", clustersAndEndpoints(ab, ab))
 	r := startRelayWait(t, m.Addr, "delta", time.Minute)
@@ -101,7 +101,7 @@ func TestE2EDeltaEndpointsRemovedBeforeCluster(t *testing.T) {
 // once, not after delta.parent_removal_wait.
 func TestE2EDeltaClusterRemovalNotHeldWithSotWUpstream(t *testing.T) {
 	ctx := testContext(t)
-	m := startDeltaMgmt(t, "127.0.0.1:0")
+	m := startMgmt(t, "127.0.0.1:0")
 	ab := []string{"a", "b"}
 	m.Set(t, "class-a", "v1", clustersAndEndpoints(ab, ab))
 	r := startRelayWait(t, m.Addr, "sotw", time.Hour)

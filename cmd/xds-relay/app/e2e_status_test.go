@@ -33,7 +33,7 @@ const statusNACK = `cluster "a-frontend": <lb_policy> MAGLEV & ring_hash unsuppo
 // statusFixture is a relay in front of go-control-plane with two node
 // classes, a few clients, and one client that NACKed its CDS response.
 type statusFixture struct {
-	mgmt     *mgmtServer
+	mgmt     *controlPlane
 	relay    *app.Relay
 	url      string            // the status page
 	versions map[string]string // CDS version served, by class

@@ -22,8 +22,8 @@ func TestE2ERelayTierUpstreamRestart(t *testing.T) {
 	const class = "class-tier"
 	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, class, "v1", clusters("one"))
-	b := startRelayAt(t, "127.0.0.1:0", m.Addr, "relay-b")
-	a := startRelayAt(t, "127.0.0.1:0", b.Addr(), "relay-a")
+	b := startRelay(t, m.Addr, listenAt("127.0.0.1:0"), relayAs("relay-b"))
+	a := startRelay(t, b.Addr(), listenAt("127.0.0.1:0"), relayAs("relay-a"))
 	c := dialADS(t, ctx, a.Addr(), "client-1", class)
 	c.Subscribe(resource.ClusterType)
 	if got := clusterNames(t, c.Next(10*time.Second)); !slices.Equal(got, []string{"one"}) {
@@ -39,7 +39,7 @@ func TestE2ERelayTierUpstreamRestart(t *testing.T) {
 
 	bAddr := b.Addr()
 	b.Close()
-	b2 := startRelayAt(t, bAddr, m.Addr, "relay-b")
+	b2 := startRelay(t, m.Addr, listenAt(bAddr), relayAs("relay-b"))
 	eventually(t, ctx, "relay A to resubscribe on relay B2", func() bool {
 		s := b2.Server().Streams(0)
 		return len(s) == 1 && len(s[0].Types) == 1 && s[0].Types[0].Wildcard
