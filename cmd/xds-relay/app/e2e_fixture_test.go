@@ -92,7 +92,6 @@ func (m *controlPlane) Sent() []string {
 type relayStart struct {
 	cfg  app.Config
 	opts []app.Option
-	log  zap.Option
 }
 
 // relayOption states how a test's relay differs from the e2e defaults.
@@ -119,7 +118,10 @@ func listenAt(addr string) relayOption {
 
 // sampleSource serves the sample configuration's files instead of a
 // control plane.
-func sampleSource() relayOption { return sourceDir("../../../deploy/sample-config") }
+func sampleSource() relayOption { return sourceDir(sampleDir) }
+
+// sampleDir is the sample configuration's directory.
+const sampleDir = "../../../deploy/sample-config"
 
 // sourceDir serves the files of dir instead of a control plane.
 func sourceDir(dir string) relayOption {
@@ -196,15 +198,9 @@ func clusters(names ...string) map[resource.Type][]types.Resource {
 }
 
 func edsCluster(name string) *clusterv3.Cluster {
-	return &clusterv3.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{
-			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-			ResourceApiVersion:    corev3.ApiVersion_V3,
-		}},
-		LbPolicy: clusterv3.Cluster_ROUND_ROBIN,
-	}
+	c := timedCluster(name, 1)
+	c.ConnectTimeout = nil // a plain EDS cluster
+	return c
 }
 
 // timedCluster is an EDS cluster whose content depends on secs (>= 1):

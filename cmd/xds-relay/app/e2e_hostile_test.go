@@ -24,7 +24,7 @@ import (
 func startFileRelay(t *testing.T, cfg app.Config) (*app.Relay, *observer.ObservedLogs) {
 	t.Helper()
 	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Source.Dir = "../../../deploy/sample-config"
+	cfg.Source.Dir = sampleDir
 	core, logs := observer.New(zap.InfoLevel)
 	r, err := app.Start(cfg, zap.New(core))
 	if err != nil {

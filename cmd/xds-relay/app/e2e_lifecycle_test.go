@@ -15,8 +15,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -399,15 +397,7 @@ func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 // back gets a new class with the files' state.
 func TestE2EFileSourceClassLifecycle(t *testing.T) {
 	ctx := testContext(t)
-	cfg := app.DefaultConfig()
-	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Source.Dir = "../../../deploy/sample-config"
-	cfg.NodeClasses.Linger = 20 * time.Millisecond
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
+	r := startRelay(t, "", sampleSource(), withConfig(func(cfg *app.Config) { cfg.NodeClasses.Linger = 20 * time.Millisecond }))
 	for round := range 2 {
 		c := dialADS(t, ctx, r.Addr(), "n", "class-files")
 		c.Subscribe(resource.ClusterType)

@@ -89,15 +89,8 @@ func TestE2ERESTFollowsTLS(t *testing.T) {
 	m.Set(t, "team-b", "v1", withSecret(clusters("b-backend")))
 
 	ca := newE2ECA(t)
-	relayCert, relayKey, _ := ca.issue(t, "relay", "relay.test", "127.0.0.1")
-	_, _, teamA := ca.issue(t, "team-a", "spiffe://test/ns/team-a/sa/x")
-	r := startRelay(t, m.Addr, withConfig(func(cfg *app.Config) {
-		cfg.TLS = app.TLSConfig{CertFile: relayCert, KeyFile: relayKey, ClientCAFile: ca.file}
-		cfg.Identity.Rules = []app.IdentityRule{{
-			SAN:    `spiffe://test/ns/(?P<ns>[a-z-]+)/sa/.+`,
-			NodeID: `sidecar~${ns}~.*`,
-			Class:  `${ns}`,
-		}}
+	teamA := ca.teamA(t)
+	r := startRelay(t, m.Addr, ca.mutualTLS(t), withConfig(func(cfg *app.Config) {
 		cfg.REST.Listen = "127.0.0.1:0"
 		cfg.REST.MaxHold = 10 * time.Second // the first poll waits for the upstream's answer
 	}))

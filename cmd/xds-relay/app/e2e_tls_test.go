@@ -53,6 +53,29 @@ func (ca *e2eCA) issue(t *testing.T, name string, sans ...string) (certFile, key
 	return ca.IssueFiles(t, ca.dir, name, sans...)
 }
 
+// mutualTLS serves xDS with a certificate of the CA for relay.test,
+// requiring client certificates of the CA, with one identity rule: a
+// client of spiffe://test/ns/NS/sa/* may be node sidecar~NS~* of class NS.
+func (ca *e2eCA) mutualTLS(t *testing.T) relayOption {
+	t.Helper()
+	relayCert, relayKey, _ := ca.issue(t, "relay", "relay.test", "127.0.0.1")
+	return withConfig(func(cfg *app.Config) {
+		cfg.TLS = app.TLSConfig{CertFile: relayCert, KeyFile: relayKey, ClientCAFile: ca.file}
+		cfg.Identity.Rules = []app.IdentityRule{{
+			SAN:    `spiffe://test/ns/(?P<ns>[a-z-]+)/sa/.+`,
+			NodeID: `sidecar~${ns}~.*`,
+			Class:  `${ns}`,
+		}}
+	})
+}
+
+// teamA is a client certificate of namespace team-a.
+func (ca *e2eCA) teamA(t *testing.T) tls.Certificate {
+	t.Helper()
+	_, _, pair := ca.issue(t, "team-a", "spiffe://test/ns/team-a/sa/x")
+	return pair
+}
+
 // requireTLSListener fails the test early, and says why, when the relay
 // does not speak TLS on its xDS listener: app.Start does not wire cfg.TLS yet.
 func requireTLSListener(t *testing.T, addr string, tc *tls.Config) {
@@ -99,16 +122,8 @@ func TestE2ETLSIdentityBinding(t *testing.T) {
 	m.Set(t, "team-b", "v1", clusters("b-secret"))
 
 	ca := newE2ECA(t)
-	relayCert, relayKey, _ := ca.issue(t, "relay", "relay.test", "127.0.0.1")
-	_, _, teamA := ca.issue(t, "team-a", "spiffe://test/ns/team-a/sa/x")
-	r := startRelay(t, m.Addr, withConfig(func(cfg *app.Config) {
-		cfg.TLS = app.TLSConfig{CertFile: relayCert, KeyFile: relayKey, ClientCAFile: ca.file}
-		cfg.Identity.Rules = []app.IdentityRule{{
-			SAN:    `spiffe://test/ns/(?P<ns>[a-z-]+)/sa/.+`,
-			NodeID: `sidecar~${ns}~.*`,
-			Class:  `${ns}`,
-		}}
-	}))
+	teamA := ca.teamA(t)
+	r := startRelay(t, m.Addr, ca.mutualTLS(t))
 	clientTLS := func(certs ...tls.Certificate) *tls.Config { return ca.ClientTLS("relay.test", certs...) }
 	requireTLSListener(t, r.Addr(), clientTLS(teamA))
 	withCert := credentials.NewTLS(clientTLS(teamA))
