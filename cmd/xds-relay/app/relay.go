@@ -370,22 +370,11 @@ func sourceDir(cfg Config) string {
 // Addr is the downstream xDS listener's address.
 func (r *Relay) Addr() string { return r.lis.Addr().String() }
 
-// RESTAddr is the REST-JSON listener's address ("" when disabled).
-func (r *Relay) RESTAddr() string {
-	if r.restLis == nil {
-		return ""
-	}
-	return r.restLis.Addr().String()
-}
-
 // AdminAddr is the admin HTTP listener's address.
 func (r *Relay) AdminAddr() string { return r.adminLis.Addr().String() }
 
 // Server is the downstream server (for status).
 func (r *Relay) Server() *relay.Server { return r.server }
-
-// Registry is the class registry (for status).
-func (r *Relay) Registry() *shard.Registry { return r.registry }
 
 // Shutdown drains the relay, then closes it: it stops being ready, stops
 // accepting (GOAWAY on every connection), and ends the open streams spread

@@ -37,9 +37,6 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"bytes": humanBytes,
 }).Parse(statusHTML))
 
-// StatusPage returns the handler of the admin status page (see statusPage).
-func StatusPage(r *Relay) http.Handler { return r.statusPage() }
-
 // statusPage serves GET / on the admin port: an HTML page for operators
 // (upstream state, node classes, shards, client NACKs and errors). Scripts
 // use the JSON under /debug/.
