@@ -60,6 +60,35 @@ func counts(c *shard.Class) map[string]int {
 	return out
 }
 
+// runSource starts a Source over dir with a class attached ("one"), and its
+// Run until the test ends (startRun).
+func runSource(t *testing.T, dir string) (*Source, *shard.Class) {
+	t.Helper()
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := classOf(t, newRegistry(t, s.Attach), node("one"))
+	startRun(t, s)
+	return s, class
+}
+
+// expectRefused waits for a reload after before to fail with an error
+// containing wantErr, then checks that neither the class nor the status
+// moved from the last good state.
+func expectRefused(t *testing.T, s *Source, class *shard.Class, before Status, step, wantErr string, good map[string]int) {
+	t.Helper()
+	eventually(t, 5*time.Second, func() bool {
+		return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, wantErr)
+	}, "%s: LastError containing %q, have %q", step, wantErr, s.Status().LastError)
+	if got := counts(class); !maps.Equal(got, good) {
+		t.Errorf("%s: class has %v, want the last good %v", step, got, good)
+	}
+	if got := s.Status().Resources; !maps.Equal(got, good) {
+		t.Errorf("%s: Status().Resources = %v, want the last good %v", step, got, good)
+	}
+}
+
 // startRun runs s.Run until the test ends, then checks that it returned.
 func startRun(t *testing.T, s *Source) {
 	t.Helper()
@@ -139,15 +168,7 @@ func TestWatch(t *testing.T) {
 		if step.wantErr != "" {
 			// The failed reload has happened once the error shows; the
 			// state must not have moved.
-			eventually(t, 5*time.Second, func() bool {
-				return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, step.wantErr)
-			}, "%s: LastError containing %q, have %q", step.name, step.wantErr, s.Status().LastError)
-			if got := counts(class); !maps.Equal(got, step.want) {
-				t.Errorf("%s: class has %v, want the last good %v", step.name, got, step.want)
-			}
-			if got := s.Status().Resources; !maps.Equal(got, step.want) {
-				t.Errorf("%s: Status().Resources = %v, want the last good %v", step.name, got, step.want)
-			}
+			expectRefused(t, s, class, before, step.name, step.wantErr, step.want)
 		} else {
 			eventually(t, 5*time.Second, func() bool {
 				st := s.Status()
@@ -185,13 +206,7 @@ func (*nopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 // no file has is served as empty.
 func TestInterestReapply(t *testing.T) {
 	dir := writeFiles(t, t.TempDir(), map[string]string{"clusters.yaml": clusterYAML("a", "b")})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registry := newRegistry(t, s.Attach)
-	class := classOf(t, registry, node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 
 	shardNames := func(sh *shard.Shard) []string {
 		if r := sh.Current(); r != nil {
@@ -244,12 +259,7 @@ func TestDirReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("a")})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	class := classOf(t, newRegistry(t, s.Attach), node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -278,12 +288,7 @@ func TestRunTwice(t *testing.T) {
 
 func TestCloseForgetsClasses(t *testing.T) {
 	dir := writeFiles(t, t.TempDir(), map[string]string{"clusters.yaml": clusterYAML("a")})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	class := classOf(t, newRegistry(t, s.Attach), node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 	for range 2 {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -306,12 +311,7 @@ func TestEmptiedDirKeepsState(t *testing.T) {
 		"clusters.yaml":  clusterYAML("a", "b"),
 		"listeners.yaml": listenerYAML("l1"),
 	})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	class := classOf(t, newRegistry(t, s.Attach), node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 	good := map[string]int{clusterType: 2, listenerType: 1}
 	if got := counts(class); !maps.Equal(got, good) {
 		t.Fatalf("after start: %v, want %v", got, good)
@@ -338,15 +338,7 @@ func TestEmptiedDirKeepsState(t *testing.T) {
 		if err := step.do(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		eventually(t, 5*time.Second, func() bool {
-			return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, "no resources")
-		}, "%s: LastError naming no resources, have %q", step.name, s.Status().LastError)
-		if got := counts(class); !maps.Equal(got, good) {
-			t.Errorf("%s: class has %v, want the last good %v", step.name, got, good)
-		}
-		if got := s.Status().Resources; !maps.Equal(got, good) {
-			t.Errorf("%s: Status().Resources = %v, want the last good %v", step.name, got, good)
-		}
+		expectRefused(t, s, class, before, step.name, "no resources", good)
 	}
 
 	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("c")})
