@@ -78,7 +78,10 @@ func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
 	class.Apply(EndpointType, []*shard.Resource{ep("A", 2), ep("B", 1)}, true)
 
 	w := newStallWatcher()
-	rs := class.Subscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w)
+	rs, err := class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var once sync.Once
 	release := func() { once.Do(func() { close(w.release) }) }
 	applied := make(chan struct{})

@@ -126,7 +126,7 @@ func runDeltaFuzz(t *testing.T, res *fuzzResources, data []byte) {
 	before := len(z.st.queue.entries)
 	z.st.mu.Unlock()
 	for _, typeURL := range fuzzTypes {
-		class.ApplyDelta(typeURL, []*shard.Resource{res.get(typeURL, "a", len(data))}, []string{"b"})
+		applyDelta(class, typeURL, []*shard.Resource{res.get(typeURL, "a", len(data))}, []string{"b"})
 	}
 	z.st.mu.Lock()
 	after := len(z.st.queue.entries)

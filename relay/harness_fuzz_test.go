@@ -197,7 +197,7 @@ func (u *fuzzUpstream) step(in *fuzzBytes, o byte) {
 			removed = append(removed, fuzzNames[in.next()%4])
 		}
 		tracef(u.t, "upstream removes %s %v", short(typeURL), removed)
-		u.class.ApplyDelta(typeURL, rs, removed)
+		applyDelta(u.class, typeURL, rs, removed)
 	}
 }
 
@@ -231,7 +231,13 @@ func (f *fuzzTransport[Req]) SendMsg(m any) error {
 	if !ok {
 		return fmt.Errorf("writer sent a %T, want *wire.Stamped", m)
 	}
-	f.sent = append(f.sent, s.AppendTo(nil))
+	// As gRPC does: encode with the codec, then free the buffers.
+	bufs, err := wire.NewCodec().Marshal(s)
+	if err != nil {
+		return err
+	}
+	f.sent = append(f.sent, bufs.Materialize())
+	bufs.Free()
 	return nil
 }
 
@@ -250,7 +256,7 @@ func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Nod
 	if err != nil {
 		panic(err)
 	}
-	registry := shard.NewRegistry(classifier, nil)
+	registry := shard.NewRegistryWith(classifier, nil, shard.Lifecycle{})
 	opts := Options{}
 	if limitTypes {
 		opts.MaxTypesPerStream = 1
@@ -260,7 +266,11 @@ func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Nod
 	}
 	srv := NewServer(registry, zap.NewNop(), opts)
 	node := &corev3.Node{Id: "fuzz-node", Cluster: "fuzz-class"}
-	return srv, registry.ClassFor(node), node
+	class, err := registry.Acquire(node)
+	if err != nil {
+		panic(err)
+	}
+	return srv, class, node
 }
 
 // wantCode checks a reader step's outcome against the model's prediction:

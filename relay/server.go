@@ -33,7 +33,8 @@ type Options struct {
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
 	// Drops counts, by reason, what the streams did not send a client
-	// (superseded, collapsed, already held...); nil: not counted.
+	// (superseded, collapsed, already held...); nil: not counted. The
+	// relay's upstream side may count into the same counters.
 	Drops *drop.Counters
 	// MaxStreams bounds concurrent streams (default 200000): more are
 	// refused with RESOURCE_EXHAUSTED so the client tries another relay.

@@ -26,7 +26,7 @@ func serveLimits(t *testing.T, limits ConnLimits) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(shard.NewRegistry(classifier, nil), zaptest.NewLogger(t), Options{})
+	srv := NewServer(shard.NewRegistryWith(classifier, nil, shard.Lifecycle{}), zaptest.NewLogger(t), Options{})
 	g := grpc.NewServer(append(ServerOptions(), limits.ServerOptions()...)...)
 	srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
