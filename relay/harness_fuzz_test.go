@@ -197,7 +197,7 @@ func (u *fuzzUpstream) step(in *fuzzBytes, o byte) {
 			removed = append(removed, fuzzNames[in.next()%4])
 		}
 		tracef(u.t, "upstream removes %s %v", short(typeURL), removed)
-		u.class.ApplyDelta(typeURL, rs, removed)
+		u.class.ApplyUpdate(typeURL, shard.Update{Kind: shard.UpdateIncremental, Resources: rs, Removed: removed})
 	}
 }
 
@@ -224,14 +224,18 @@ func (f *fuzzTransport[Req]) Recv() (Req, error) {
 	return r, nil
 }
 
-// SendMsg takes the message's bytes at once, as gRPC's encoding does: the
-// writer reuses a message once SendMsg returns.
+// SendMsg encodes the message at once with the relay's codec and frees the
+// buffers, as gRPC does: the writer reuses a message once SendMsg returns.
 func (f *fuzzTransport[Req]) SendMsg(m any) error {
-	s, ok := m.(*wire.Stamped)
-	if !ok {
+	if _, ok := m.(*wire.Stamped); !ok {
 		return fmt.Errorf("writer sent a %T, want *wire.Stamped", m)
 	}
-	f.sent = append(f.sent, s.AppendTo(nil))
+	bufs, err := wire.NewCodec().Marshal(m)
+	if err != nil {
+		return err
+	}
+	f.sent = append(f.sent, bufs.Materialize())
+	bufs.Free()
 	return nil
 }
 
