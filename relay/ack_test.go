@@ -31,7 +31,7 @@ func TestACKDoesNotResend(t *testing.T) {
 	}
 	c.ack(r2)
 	c.fence()
-	expectNothing(t, c, quietWindow)
+	c.expectNothing(quietWindow)
 }
 
 // The same on a per-type stream, where no request barrier exists: wait for
@@ -56,7 +56,7 @@ func TestACKDoesNotResendPerType(t *testing.T) {
 		t.Fatalf("change pushed the old version %q", r2.VersionInfo)
 	}
 	c.ack(r2)
-	expectNothing(t, c, quietWindow)
+	c.expectNothing(quietWindow)
 }
 
 // A NACKed version is not resent; the next different version is.

@@ -48,7 +48,7 @@ func TestADSOrder(t *testing.T) {
 			}
 		}
 	}
-	expectNothing(t, c, quietWindow)
+	c.expectNothing(quietWindow)
 }
 
 // Every per-type service answers its type, with resources of the right proto.

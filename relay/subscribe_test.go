@@ -85,7 +85,7 @@ func TestRequestedNamePushedWhenItAppears(t *testing.T) {
 		h := newHarness(t)
 		c := h.perType(t, EndpointType)
 		c.subscribe(EndpointType, "X")
-		expectNothing(t, c, quietWindow)
+		c.expectNothing(quietWindow)
 		x := resource(t, EndpointType, "X", 1)
 		h.apply(EndpointType, true, x)
 		wantResources(t, c.nextOf(EndpointType), x)

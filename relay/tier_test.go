@@ -49,7 +49,7 @@ func TestTwoTierReconnectKeepsClusters(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 	}
-	expectNothing(t, again, quietWindow) // no late repair either
+	again.expectNothing(quietWindow) // no late repair either
 	for _, ts := range mid.class.Status() {
 		if ts.TypeURL == ClusterType && ts.Resources != 3 {
 			t.Errorf("mid relay holds %d clusters after the reconnect, want 3 (upstream unchanged); "+

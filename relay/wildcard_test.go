@@ -104,7 +104,7 @@ func TestSotWWildcardExample(t *testing.T) {
 	h.apply(ClusterType, true, clusters(t, 4, "A", "B", "C", "D")...)
 	h.apply(ClusterType, true)
 	c.fence()
-	expectNothing(t, c, quietWindow)
+	c.expectNothing(quietWindow)
 	if ts := h.typeStatus(t, ClusterType); ts.Wildcard || len(ts.Names) != 0 {
 		t.Fatalf("after unsubscribing: wildcard=%v names=%v", ts.Wildcard, ts.Names)
 	}
@@ -186,7 +186,7 @@ func TestReconnectSameVersion(t *testing.T) {
 		same := h.ads(t)
 		same.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: v, ResourceNames: names})
 		same.fence()
-		expectNothing(t, same, quietWindow)
+		same.expectNothing(quietWindow)
 	}
 
 	other := h.ads(t)
