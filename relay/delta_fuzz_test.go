@@ -12,34 +12,26 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// FuzzDeltaRequests drives a real deltaStream (handle as the reader, collect
-// through flush as the writer) with a fuzzed sequence of requests and class
-// updates (from one kind of upstream per run: complete states, merges or
-// incremental updates with removals, and the upstream's reports of what it
-// asked for), and checks it against a model of the client, which applies
-// responses (resources add or replace, removals delete), declares versions
-// on reconnect (initial_resource_versions) and drops what it unsubscribes:
+// FuzzDeltaRequests drives a real deltaStream through runStreamFuzz (which
+// lists the checks of both stream fuzzers and the input format) against a
+// model of a delta client, which applies responses (resources add or
+// replace, removals delete), declares versions on reconnect
+// (initial_resource_versions) and drops what it unsubscribes. Besides the
+// shared checks:
 //
-//   - handle rejects exactly the bad requests, with InvalidArgument or
-//     ResourceExhausted;
-//   - every response decodes, has a fresh nonce, a system version, the
-//     type URL of a subscribed type, distinct resources exactly as the
-//     upstream sent them at their content version, only subscribed ones,
-//     and no name both sent and removed; an empty response is only the
-//     first answer to a wildcard;
+//   - every response has a system version, resources at their content
+//     version and no name both sent and removed; an empty response is only
+//     the first answer to a wildcard;
 //   - a removed name is never one the subscription covers and its shard
 //     holds, unless a later response of the same writer step sends it;
-//   - the stream's subscription is the one the spec's rules give;
 //   - after each writer step, the client holds every resource of its
 //     shard's current content at its version, and nothing it covers that
-//     the shard knows does not exist;
-//   - the stream holds exactly one shard per subscribed type, and none once
-//     released; a released stream is told of nothing.
+//     the shard knows does not exist.
 //
-// Input format (see deltaSeeds): that of FuzzSotWRequests, with delta
-// requests (see deltaFuzz.request). testdata/fuzz/FuzzDeltaRequests holds
-// the inputs that found bugs, replayed by go test; run one with the steps
-// logged: XDS_FUZZ_TRACE=1 go test -v -run=FuzzDeltaRequests/NAME ./relay/
+// Requests: see deltaFuzz.request; seeds: deltaSeeds.
+// testdata/fuzz/FuzzDeltaRequests holds the inputs that found bugs, replayed
+// by go test; run one with the steps logged:
+// XDS_FUZZ_TRACE=1 go test -v -run=FuzzDeltaRequests/NAME ./relay/
 func FuzzDeltaRequests(f *testing.F) {
 	res := newFuzzResources(f)
 	for _, seed := range deltaSeeds() {

@@ -19,36 +19,49 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// On ADS, responses of different types arrive in the order the class's
-// updates happened.
+// On ADS (SotW and delta), responses of different types arrive in the order
+// the class's updates happened.
 func TestADSOrder(t *testing.T) {
-	h := newHarness(t)
-	types := []string{ClusterType, EndpointType, ListenerType}
-	for _, typeURL := range types {
-		h.apply(typeURL, true, resource(t, typeURL, "A", 0))
+	cases := []struct {
+		proto    int
+		listener []string // the Listener subscription
+		replace  bool     // updates replace the type's table
+	}{
+		{0, nil, false},          // SotW, legacy wildcard, merged updates
+		{1, []string{"*"}, true}, // delta, explicit wildcard, full states
 	}
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	c.subscribe(EndpointType, "A")
-	c.subscribe(ListenerType)
-	for _, typeURL := range types {
-		c.nextOf(typeURL) // first responses follow the requests' order
-	}
+	for _, tc := range cases {
+		p := protocols[tc.proto]
+		t.Run(p.name, func(t *testing.T) {
+			h := newHarness(t)
+			types := []string{ClusterType, EndpointType, ListenerType}
+			for _, typeURL := range types {
+				h.apply(typeURL, true, resource(t, typeURL, "A", 0))
+			}
+			c := p.ads(h, t)
+			c.subscribe(ClusterType)
+			c.subscribe(EndpointType, "A")
+			c.subscribe(ListenerType, tc.listener...)
+			for _, typeURL := range types {
+				c.wantNext(typeURL, resource(t, typeURL, "A", 0)) // first responses follow the requests' order
+			}
 
-	orders := [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
-	v := 0
-	for round := 0; round < 5; round++ {
-		for _, order := range orders {
-			v++
-			for _, i := range order {
-				h.apply(types[i], false, resource(t, types[i], "A", v))
+			orders := [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
+			v := 0
+			for round := 0; round < 5; round++ {
+				for _, order := range orders {
+					v++
+					for _, i := range order {
+						h.apply(types[i], tc.replace, resource(t, types[i], "A", v))
+					}
+					for _, i := range order {
+						c.wantNext(types[i], resource(t, types[i], "A", v))
+					}
+				}
 			}
-			for _, i := range order {
-				wantResources(t, c.nextOf(types[i]), resource(t, types[i], "A", v))
-			}
-		}
+			c.expectNothing(quietWindow)
+		})
 	}
-	c.expectNothing(quietWindow)
 }
 
 // Every per-type service answers its type, with resources of the right proto.

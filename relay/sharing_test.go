@@ -63,53 +63,63 @@ func sameBody(t *testing.T, x, y *response) {
 	}
 }
 
-// A stream that ends, by cancellation or by the client half-closing,
-// releases its shards; the shard shared with another stream stays.
+// A stream (SotW or delta) that ends, by cancellation or by the client
+// half-closing, releases its shards and its interest; the shard shared with
+// another stream stays, and no shard is kept without streams.
 func TestStreamEndReleasesShards(t *testing.T) {
-	for _, how := range []string{"cancel", "CloseSend"} {
-		t.Run(how, func(t *testing.T) {
-			h := newHarness(t)
-			h.apply(ClusterType, true, clusters(t, 1, "A")...)
-			h.apply(EndpointType, true, resource(t, EndpointType, "A", 1))
+	for _, p := range protocols {
+		for _, how := range []string{"cancel", "CloseSend"} {
+			t.Run(p.name+"/"+how, func(t *testing.T) {
+				h := newHarness(t)
+				a1, e1 := resource(t, ClusterType, "A", 1), resource(t, EndpointType, "A", 1)
+				h.apply(ClusterType, true, a1)
+				h.apply(EndpointType, true, e1)
 
-			stay := h.ads(t)
-			stay.subscribe(ClusterType)
-			stay.nextOf(ClusterType)
+				stay := p.ads(h, t)
+				stay.subscribe(ClusterType)
+				stay.wantNext(ClusterType, a1)
 
-			c := h.ads(t)
-			c.subscribe(ClusterType)
-			c.nextOf(ClusterType)
-			c.subscribe(EndpointType, "A")
-			c.nextOf(EndpointType)
-			if n := h.srv.StreamCount(); n != 2 {
-				t.Fatalf("%d streams, want 2", n)
-			}
-			if s := h.shards(EndpointType); len(s) != 1 || s[0].Streams != 1 {
-				t.Fatalf("EDS shards %+v, want one with 1 stream", s)
-			}
+				c := p.ads(h, t)
+				c.subscribe(ClusterType)
+				c.wantNext(ClusterType, a1)
+				c.subscribe(EndpointType, "A")
+				c.wantNext(EndpointType, e1)
+				if n := h.srv.StreamCount(); n != 2 {
+					t.Fatalf("%d streams, want 2", n)
+				}
+				if s := h.shards(EndpointType); len(s) != 1 || s[0].Streams != 1 {
+					t.Fatalf("EDS shards %+v, want one with 1 stream", s)
+				}
+				if s := h.shards(ClusterType); len(s) != 1 || s[0].Streams != 2 {
+					t.Fatalf("CDS shards %+v, want one with 2 streams", s)
+				}
 
-			if how == "cancel" {
-				c.close()
-			} else if err := c.s.CloseSend(); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, "the stream's shards released", func() bool {
-				cds := h.shards(ClusterType)
-				return h.srv.StreamCount() == 1 && len(h.shards(EndpointType)) == 0 &&
-					len(cds) == 1 && cds[0].Streams == 1
-			})
-			for _, ts := range h.class.Status() {
-				for _, s := range ts.Shards {
-					if s.Streams == 0 {
-						t.Fatalf("%s shard %s kept without streams", short(ts.TypeURL), s.Key)
+				if how == "cancel" {
+					c.close()
+				} else if err := c.closeSend(); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "the stream's shards released", func() bool {
+					cds := h.shards(ClusterType)
+					return h.srv.StreamCount() == 1 && len(h.shards(EndpointType)) == 0 &&
+						len(cds) == 1 && cds[0].Streams == 1
+				})
+				if in := h.class.Interest(EndpointType); !in.Empty() {
+					t.Fatalf("EDS interest %+v after the only subscriber left", in)
+				}
+				for _, ts := range h.class.Status() {
+					for _, s := range ts.Shards {
+						if s.Streams == 0 {
+							t.Fatalf("%s shard %s kept without streams", short(ts.TypeURL), s.Key)
+						}
 					}
 				}
-			}
 
-			// The remaining stream still gets pushes.
-			a2 := resource(t, ClusterType, "A", 2)
-			h.apply(ClusterType, false, a2)
-			wantResources(t, stay.nextOf(ClusterType), a2)
-		})
+				// The remaining stream still gets pushes.
+				a2 := resource(t, ClusterType, "A", 2)
+				h.apply(ClusterType, true, a2)
+				stay.wantNext(ClusterType, a2)
+			})
+		}
 	}
 }

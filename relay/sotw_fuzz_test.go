@@ -13,32 +13,22 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// FuzzSotWRequests drives a real sotwStream (handle as the reader, collect
-// through flush as the writer) with a fuzzed sequence of requests and class
-// updates, and checks the stream against a model of the client:
+// FuzzSotWRequests drives a real sotwStream through runStreamFuzz (which
+// lists the checks of both stream fuzzers and the input format) against a
+// model of a SotW client, which keeps what it received and forgets what it
+// unsubscribes. Besides the shared checks:
 //
-//   - handle rejects exactly the bad requests, with InvalidArgument or
-//     ResourceExhausted;
-//   - every response decodes, has a fresh nonce, the type URL of a type the
-//     stream subscribes to, distinct resources, exactly as the upstream sent
-//     them, only those subscribed (any for the wildcard), and a version that
-//     always denotes the same content;
+//   - every response has a version that always denotes the same content,
+//     and carries any resource for the wildcard;
 //   - a version is never sent twice in a row for a type unless the client
 //     subscribed to something new in between;
-//   - the stream's subscription is the one the spec's resource_names rules
-//     give (legacy wildcard, "*", empty list);
-//   - after each writer step the client, which keeps what it received and
-//     forgets what it unsubscribes, holds the current content of its shard
-//     (unless it is an empty response of a type without full-state
-//     semantics, a no-op);
-//   - the stream holds exactly one shard per subscribed type, and none once
-//     released; a released stream is told of nothing.
+//   - the subscription follows the resource_names rules (legacy wildcard,
+//     "*", empty list);
+//   - after each writer step the client holds the current content of its
+//     shard (unless it is an empty response of a type without full-state
+//     semantics, a no-op).
 //
-// Input format (see sotwSeeds): a header byte (bit 0: per-type stream; bit
-// 1: its type; bit 2: at most 1 type per stream; bit 3: at most 2 names per
-// request; bits 4-5: the upstream kind, see newFuzzUpstream), then steps,
-// by the low 2 bits of their first byte: 0 request (see sotwFuzz.request),
-// 1 upstream step (see fuzzUpstream.step), 2 and 3 writer step.
+// Requests: see sotwFuzz.request; seeds: sotwSeeds.
 func FuzzSotWRequests(f *testing.F) {
 	res := newFuzzResources(f)
 	for _, seed := range sotwSeeds() {

@@ -10,11 +10,30 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// The driver both stream fuzzers share: it decodes a fuzz input's header,
-// builds the stream, runs the program's reader, writer and upstream steps
-// and checks, after each step and at the end, what holds whatever the
-// protocol. The protocol's client model (sotwFuzz, deltaFuzz) decodes and
-// checks its requests and responses.
+// The driver both stream fuzzers (FuzzSotWRequests, FuzzDeltaRequests)
+// share. It drives a real stream (its reader's handle, its writer's collect
+// through flush into a fake transport) with a fuzzed program of requests and
+// class updates, from one kind of upstream per run (complete states, merges
+// or incremental updates with removals, and the upstream's reports of what
+// it asked for), on one goroutine, and checks, whatever the protocol:
+//
+//   - handle rejects exactly the bad requests, with InvalidArgument or
+//     ResourceExhausted;
+//   - every response decodes, has a fresh nonce, the type URL of a type the
+//     stream subscribes to (the service's, per type), distinct resources
+//     exactly as the upstream sent them, only subscribed ones;
+//   - the stream's subscription is the one the spec's rules give;
+//   - the stream holds exactly one shard per subscribed type, and none once
+//     released; a released stream is told of nothing.
+//
+// The protocol's client model (sotwFuzz, deltaFuzz) predicts and checks its
+// requests and responses.
+//
+// Input format: a header byte (bit 0: per-type stream; bit 1: its type; bit
+// 2: at most 1 type per stream; bit 3: at most 2 names per request; bits
+// 4-5: the upstream kind, see newFuzzUpstream), then steps, by the low 2
+// bits of their first byte: 0 request (see the model's request), 1 upstream
+// step (see fuzzUpstream.step), 2 and 3 writer step.
 
 const (
 	maxFuzzRequests = 16

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"sync"
+
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -12,6 +14,7 @@ import (
 // underTest drives one downstream stream (either protocol) step by step on
 // the test's goroutine.
 type underTest struct {
+	mu *sync.Mutex // the stream's lock
 	// read hands the transport's requests to the stream's reader until the
 	// transport or the stream fails.
 	read func() error
@@ -19,10 +22,10 @@ type underTest struct {
 	write func() error
 	// release ends the stream as its reader does: every subscription goes.
 	release func()
-	// queued is the number of responses queued and not yet written.
-	queued func() int
-	// types is the stream's per-type state, read under its lock.
-	types func() map[string]typeView
+	// queuedLocked is the number of responses queued and not yet written.
+	queuedLocked func() int
+	// typesLocked is the stream's per-type state.
+	typesLocked func() map[string]typeView
 }
 
 // typeView is what the tests check of a stream's state for one type.
@@ -51,25 +54,13 @@ func streamVariant(delta bool, fixedType string) string {
 func sotwUnderTest(srv *Server, tr sotwTransport, fixedType string) underTest {
 	st := &sotwStream{streamBase: newStreamBase(srv, tr.Context(), fixedType, streamVariant(false, fixedType)),
 		transport: tr, types: map[string]*typeSub{}}
-	return underTest{
-		read:    func() error { return readLoop(tr.Recv, st.handle) },
-		write:   st.writeQueued,
-		release: func() { releaseAll(&st.streamBase, st.types, st, st) },
-		queued: func() int {
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			return len(st.queue.entries)
-		},
-		types: func() map[string]typeView {
-			st.mu.Lock()
-			defer st.mu.Unlock()
+	return underTest{mu: &st.mu, read: func() error { return readLoop(tr.Recv, st.handle) }, write: st.writeQueued,
+		release:      func() { releaseAll(&st.streamBase, st.types, st, st) },
+		queuedLocked: func() int { return len(st.queue.entries) },
+		typesLocked: func() map[string]typeView {
 			out := map[string]typeView{}
 			for typeURL, ts := range st.types {
-				v := typeView{shard: ts.shard, explicitSeen: ts.explicitSeen}
-				if ts.shard != nil {
-					v.sub = ts.shard.Sub
-				}
-				out[typeURL] = v
+				out[typeURL] = typeView{shard: ts.shard, sub: subOfShard(ts.shard), explicitSeen: ts.explicitSeen}
 			}
 			return out
 		},
@@ -80,18 +71,10 @@ func sotwUnderTest(srv *Server, tr sotwTransport, fixedType string) underTest {
 func deltaUnderTest(srv *Server, tr deltaTransport, fixedType string) underTest {
 	st := &deltaStream{streamBase: newStreamBase(srv, tr.Context(), fixedType, streamVariant(true, fixedType)),
 		transport: tr, types: map[string]*deltaSub{}}
-	return underTest{
-		read:    func() error { return readLoop(tr.Recv, st.handle) },
-		write:   st.writeQueued,
-		release: func() { releaseAll(&st.streamBase, st.types, st, st) },
-		queued: func() int {
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			return len(st.queue.entries)
-		},
-		types: func() map[string]typeView {
-			st.mu.Lock()
-			defer st.mu.Unlock()
+	return underTest{mu: &st.mu, read: func() error { return readLoop(tr.Recv, st.handle) }, write: st.writeQueued,
+		release:      func() { releaseAll(&st.streamBase, st.types, st, st) },
+		queuedLocked: func() int { return len(st.queue.entries) },
+		typesLocked: func() map[string]typeView {
 			out := map[string]typeView{}
 			for typeURL, d := range st.types {
 				out[typeURL] = typeView{shard: d.shard, sub: d.subscription()}
@@ -99,6 +82,20 @@ func deltaUnderTest(srv *Server, tr deltaTransport, fixedType string) underTest 
 			return out
 		},
 	}
+}
+
+// queued is the number of responses queued and not yet written.
+func (u underTest) queued() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.queuedLocked()
+}
+
+// types is the stream's per-type state, read under its lock.
+func (u underTest) types() map[string]typeView {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.typesLocked()
 }
 
 // shards returns the shard of each type the stream subscribes to.
@@ -110,4 +107,12 @@ func (u underTest) shards() map[string]*shard.Shard {
 		}
 	}
 	return out
+}
+
+// subOfShard is the subscription of sh; empty if sh is nil.
+func subOfShard(sh *shard.Shard) shard.Subscription {
+	if sh == nil {
+		return shard.Subscription{}
+	}
+	return sh.Sub
 }
