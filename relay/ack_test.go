@@ -14,9 +14,7 @@ func TestACKDoesNotResend(t *testing.T) {
 
 	c := h.ads(t)
 	c.subscribe(ClusterType)
-	r1 := c.nextOf(ClusterType)
-	wantResources(t, r1, a1, b1)
-	c.ack(r1)
+	r1 := c.ackNext(ClusterType, a1, b1)
 	c.fence() // the ACK provoked no response
 	if ts := h.typeStatus(t, ClusterType); ts.ACKs != 1 || ts.AckedVersion != r1.VersionInfo {
 		t.Fatalf("status after ACK: acks=%d acked=%q, want 1 and %q", ts.ACKs, ts.AckedVersion, r1.VersionInfo)
@@ -43,9 +41,7 @@ func TestACKDoesNotResendPerType(t *testing.T) {
 
 	c := h.perType(t, EndpointType)
 	c.subscribe(EndpointType, "A")
-	r1 := c.nextOf(EndpointType)
-	wantResources(t, r1, a1)
-	c.ack(r1)
+	r1 := c.ackNext(EndpointType, a1)
 	eventually(t, "the ACK to be counted", func() bool { return h.typeStatus(t, EndpointType).ACKs == 1 })
 
 	a2 := resource(t, EndpointType, "A", 2)
@@ -108,9 +104,7 @@ func TestStaleNonceIgnored(t *testing.T) {
 
 	c := h.ads(t)
 	c.subscribe(EndpointType, "A")
-	r1 := c.nextOf(EndpointType)
-	wantResources(t, r1, a1)
-	c.ack(r1)
+	r1 := c.ackNext(EndpointType, a1)
 	c.fence() // the ACK is handled before r2 exists
 
 	a2 := resource(t, EndpointType, "A", 2)

@@ -16,9 +16,7 @@ func TestDeltaExplicitNames(t *testing.T) {
 	c := h.deltaADS(t)
 
 	c.subscribe(EndpointType, "A", "B")
-	r := c.nextOf(EndpointType)
-	wantDelta(t, r, nil, ep("A", 1), ep("B", 1))
-	c.ack(r)
+	r := c.ackNext(EndpointType, nil, ep("A", 1), ep("B", 1))
 	c.fence()
 
 	// Already subscribed and unchanged: sent again (the client may have
@@ -68,9 +66,7 @@ func TestDeltaSubscribedNameMissing(t *testing.T) {
 		c := h.deltaADS(t)
 
 		c.subscribe(EndpointType, "Z")
-		r := c.nextOf(EndpointType)
-		wantDelta(t, r, []string{"Z"})
-		c.ack(r)
+		r := c.ackNext(EndpointType, []string{"Z"})
 
 		c.subscribe(EndpointType, "A", "Y")
 		r = c.nextOf(EndpointType)
@@ -100,9 +96,7 @@ func TestDeltaSubscribedNameMissing(t *testing.T) {
 		c.subscribe(RouteType, "Z")
 		c.fence()
 		c.subscribe(RouteType, "A", "Y")
-		r := c.nextOf(RouteType)
-		wantDelta(t, r, nil, a1) // nothing said of Y (or Z)
-		c.ack(r)
+		r := c.ackNext(RouteType, nil, a1) // nothing said of Y (or Z)
 		c.fence()
 
 		z1 := resource(t, RouteType, "Z", 1)
@@ -179,9 +173,7 @@ func TestDeltaReconnectInSync(t *testing.T) {
 	h.apply(ClusterType, true, a, b)
 	c := h.deltaADS(t)
 	c.send(&deltaRequest{TypeUrl: ClusterType, InitialResourceVersions: map[string]string{"A": a.Version(), "B": b.Version()}})
-	r := c.nextOf(ClusterType)
-	wantDelta(t, r, nil)
-	c.ack(r)
+	c.ackNext(ClusterType, nil)
 	c.fence()
 
 	// A stale version held is replaced.

@@ -46,3 +46,23 @@ var protocols = []struct {
 	{"sotw", func(h *harness, t *testing.T) anyClient { return h.ads(t) }},
 	{"delta", func(h *harness, t *testing.T) anyClient { return h.deltaADS(t) }},
 }
+
+// ackNext requires the next response to be of typeURL and to carry exactly
+// rs, ACKs it and returns it.
+func (c *client) ackNext(typeURL string, rs ...*shard.Resource) *response {
+	c.t.Helper()
+	r := c.nextOf(typeURL)
+	wantResources(c.t, r, rs...)
+	c.ack(r)
+	return r
+}
+
+// ackNext requires the next response to be of typeURL, to carry exactly rs
+// and to remove exactly removed, ACKs it and returns it.
+func (c *deltaClient) ackNext(typeURL string, removed []string, rs ...*shard.Resource) *deltaResponse {
+	c.t.Helper()
+	r := c.nextOf(typeURL)
+	wantDelta(c.t, r, removed, rs...)
+	c.ack(r)
+	return r
+}

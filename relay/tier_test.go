@@ -30,9 +30,7 @@ func TestTwoTierReconnectKeepsClusters(t *testing.T) {
 
 	first := mid.ads(t)
 	first.subscribe(ClusterType)
-	r := first.nextOf(ClusterType)
-	wantResources(t, r, abc...)
-	first.ack(r)
+	r := first.ackNext(ClusterType, abc...)
 	first.fence()
 	first.close()
 	eventually(t, "the first stream's shards released", func() bool { return len(mid.shards(ClusterType)) == 0 })
@@ -78,9 +76,7 @@ func TestTwoTierReconnectNamedCluster(t *testing.T) {
 
 	first := mid.ads(t)
 	first.subscribe(ClusterType, "A")
-	r := first.nextOf(ClusterType)
-	wantResources(t, r, a)
-	first.ack(r)
+	r := first.ackNext(ClusterType, a)
 	first.fence()
 	first.close()
 	eventually(t, "the mid relay to drop A", func() bool {

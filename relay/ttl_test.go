@@ -272,9 +272,7 @@ func TestTTLReplaceKeepsHeartbeatOnlyResource(t *testing.T) {
 	h.class.ApplyUpdate(ClusterType, shard.Update{Resources: []*shard.Resource{a, b}, Kind: shard.UpdateFull})
 	c := h.deltaADS(t)
 	c.subscribe(ClusterType, "*")
-	r1 := c.nextOf(ClusterType)
-	wantDelta(t, r1, nil, a, b)
-	c.ack(r1)
+	r1 := c.ackNext(ClusterType, nil, a, b)
 	eventually(t, "the ACK", func() bool { return h.typeStatus(t, ClusterType).ACKs == 1 })
 	before := h.shards(ClusterType)[0].Version
 

@@ -76,9 +76,7 @@ func TestSotWWildcardExample(t *testing.T) {
 
 	// 1. resource_names unset: wildcard.
 	c.subscribe(ClusterType)
-	r := c.nextOf(ClusterType)
-	wantResources(t, r, abc...)
-	c.ack(r)
+	r := c.ackNext(ClusterType, abc...)
 
 	// 2. ["*", "A"]: wildcard continues, A newly requested and resent.
 	c.subscribe(ClusterType, "*", "A")
@@ -119,9 +117,7 @@ func TestFullState(t *testing.T) {
 		h.apply(ClusterType, true, a, b, cc)
 		c := h.ads(t)
 		c.subscribe(ClusterType)
-		r := c.nextOf(ClusterType)
-		wantResources(t, r, a, b, cc)
-		c.ack(r)
+		r := c.ackNext(ClusterType, a, b, cc)
 
 		b2 := resource(t, ClusterType, "B", 2)
 		h.apply(ClusterType, false, b2)
@@ -151,9 +147,7 @@ func TestFullState(t *testing.T) {
 		h.apply(ListenerType, true, l1, l2, resource(t, ListenerType, "L3", 1))
 		c := h.perType(t, ListenerType)
 		c.subscribe(ListenerType, "L1", "L2")
-		r := c.nextOf(ListenerType)
-		wantResources(t, r, l1, l2)
-		c.ack(r)
+		r := c.ackNext(ListenerType, l1, l2)
 
 		l1b := resource(t, ListenerType, "L1", 2)
 		h.apply(ListenerType, false, l1b)
