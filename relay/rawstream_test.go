@@ -4,17 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
-	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
-	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
-	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
-	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
-	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -25,42 +17,37 @@ import (
 // every response gets whatever the protocol (a nonce unique on the stream, the
 // service's type URL on a per-type stream).
 
-// serviceOf is the gRPC service of each type URL ("" for ADS).
-var serviceOf = map[string]*grpc.ServiceDesc{
-	"":              &discoverygrpc.AggregatedDiscoveryService_ServiceDesc,
-	ListenerType:    &listenerservice.ListenerDiscoveryService_ServiceDesc,
-	RouteType:       &routeservice.RouteDiscoveryService_ServiceDesc,
-	ScopedRouteType: &routeservice.ScopedRoutesDiscoveryService_ServiceDesc,
-	VirtualHostType: &routeservice.VirtualHostDiscoveryService_ServiceDesc,
-	ClusterType:     &clusterservice.ClusterDiscoveryService_ServiceDesc,
-	EndpointType:    &endpointservice.EndpointDiscoveryService_ServiceDesc,
-	SecretType:      &secretservice.SecretDiscoveryService_ServiceDesc,
-	RuntimeType:     &runtimeservice.RuntimeDiscoveryService_ServiceDesc,
+// methods are the SotW and delta methods of each type URL's service ("" for
+// ADS): service, SotW method, delta method ("" where there is none).
+var methods = map[string][3]string{
+	"":              {"envoy.service.discovery.v3.AggregatedDiscoveryService", "StreamAggregatedResources", "DeltaAggregatedResources"},
+	ListenerType:    {"envoy.service.listener.v3.ListenerDiscoveryService", "StreamListeners", "DeltaListeners"},
+	RouteType:       {"envoy.service.route.v3.RouteDiscoveryService", "StreamRoutes", "DeltaRoutes"},
+	ScopedRouteType: {"envoy.service.route.v3.ScopedRoutesDiscoveryService", "StreamScopedRoutes", "DeltaScopedRoutes"},
+	VirtualHostType: {"envoy.service.route.v3.VirtualHostDiscoveryService", "", "DeltaVirtualHosts"},
+	ClusterType:     {"envoy.service.cluster.v3.ClusterDiscoveryService", "StreamClusters", "DeltaClusters"},
+	EndpointType:    {"envoy.service.endpoint.v3.EndpointDiscoveryService", "StreamEndpoints", "DeltaEndpoints"},
+	SecretType:      {"envoy.service.secret.v3.SecretDiscoveryService", "StreamSecrets", "DeltaSecrets"},
+	RuntimeType:     {"envoy.service.runtime.v3.RuntimeDiscoveryService", "StreamRuntime", "DeltaRuntime"},
 }
 
-// openMethod opens the SotW (Stream*) or delta (Delta*) method of typeURL's
-// service ("" for ADS) on conn.
+// openMethod opens the SotW or delta method of typeURL's service ("" for
+// ADS) on conn.
 func openMethod[Req, Resp any](ctx context.Context, conn *grpc.ClientConn, typeURL string, delta bool) (grpc.BidiStreamingClient[Req, Resp], error) {
-	desc := serviceOf[typeURL]
-	if desc == nil {
-		return nil, fmt.Errorf("no service for %q", typeURL)
-	}
-	prefix := "Stream"
+	m := methods[typeURL]
+	name := m[1]
 	if delta {
-		prefix = "Delta"
+		name = m[2]
 	}
-	for i := range desc.Streams {
-		sd := &desc.Streams[i]
-		if !strings.HasPrefix(sd.StreamName, prefix) {
-			continue
-		}
-		s, err := conn.NewStream(ctx, sd, "/"+desc.ServiceName+"/"+sd.StreamName)
-		if err != nil {
-			return nil, err
-		}
-		return &grpc.GenericClientStream[Req, Resp]{ClientStream: s}, nil
+	if name == "" {
+		return nil, fmt.Errorf("no service for %q (delta %v)", typeURL, delta)
 	}
-	return nil, fmt.Errorf("no %s method for %q", prefix, typeURL)
+	desc := &grpc.StreamDesc{StreamName: name, ServerStreams: true, ClientStreams: true}
+	s, err := conn.NewStream(ctx, desc, "/"+m[0]+"/"+name)
+	if err != nil {
+		return nil, err
+	}
+	return &grpc.GenericClientStream[Req, Resp]{ClientStream: s}, nil
 }
 
 // openStream opens the SotW method of typeURL ("" for ADS) on conn.
