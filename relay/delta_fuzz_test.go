@@ -33,16 +33,10 @@ import (
 // by go test; run one with the steps logged:
 // XDS_FUZZ_TRACE=1 go test -v -run=FuzzDeltaRequests/NAME ./relay/
 func FuzzDeltaRequests(f *testing.F) {
-	res := newFuzzResources(f)
-	for _, seed := range deltaSeeds() {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		runStreamFuzz(t, res, data, func(z *streamFuzz, srv *Server) fuzzModel {
-			m := &deltaFuzz{streamFuzz: z, tr: newFuzzTransport[*deltaRequest](), types: map[string]*deltaFuzzType{}}
-			z.st = deltaUnderTest(srv, m.tr, z.service())
-			return m
-		})
+	fuzzStream(f, deltaSeeds(), func(z *streamFuzz, srv *Server) fuzzModel {
+		m := &deltaFuzz{streamFuzz: z, tr: newFuzzTransport[*deltaRequest](), types: map[string]*deltaFuzzType{}}
+		z.st = deltaUnderTest(srv, m.tr, z.service())
+		return m
 	})
 }
 
@@ -106,14 +100,7 @@ func (z *deltaFuzz) request(in *fuzzBytes) bool {
 	if m != nil {
 		nonces = m.nonces
 	}
-	switch (r1 >> 3) & 3 {
-	case 1:
-		req.ResponseNonce = pickLast(nonces, 0, "")
-	case 2:
-		req.ResponseNonce = pickLast(nonces, 1, "stale-nonce")
-	case 3:
-		req.ResponseNonce = "bogus"
-	}
+	req.ResponseNonce = pickRecent(r1>>3, nonces, "stale-nonce", func() string { return "bogus" })
 	if r1&0x20 != 0 {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}

@@ -30,17 +30,11 @@ import (
 //
 // Requests: see sotwFuzz.request; seeds: sotwSeeds.
 func FuzzSotWRequests(f *testing.F) {
-	res := newFuzzResources(f)
-	for _, seed := range sotwSeeds() {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		runStreamFuzz(t, res, data, func(z *streamFuzz, srv *Server) fuzzModel {
-			m := &sotwFuzz{streamFuzz: z, tr: newFuzzTransport[*request](),
-				types: map[string]*sotwFuzzType{}, contents: map[string]string{}}
-			z.st = sotwUnderTest(srv, m.tr, z.service())
-			return m
-		})
+	fuzzStream(f, sotwSeeds(), func(z *streamFuzz, srv *Server) fuzzModel {
+		m := &sotwFuzz{streamFuzz: z, tr: newFuzzTransport[*request](),
+			types: map[string]*sotwFuzzType{}, contents: map[string]string{}}
+		z.st = sotwUnderTest(srv, m.tr, z.service())
+		return m
 	})
 }
 
@@ -95,22 +89,8 @@ func (z *sotwFuzz) request(in *fuzzBytes) bool {
 	if m != nil {
 		versions, nonces = m.versions, m.nonces
 	}
-	switch (r1 >> 3) & 3 {
-	case 1:
-		req.VersionInfo = pickLast(versions, 0, "")
-	case 2:
-		req.VersionInfo = pickLast(versions, 1, "stale-version")
-	case 3:
-		req.VersionInfo = z.reconnectVersion(typeURL)
-	}
-	switch (r1 >> 5) & 3 {
-	case 1:
-		req.ResponseNonce = pickLast(nonces, 0, "")
-	case 2:
-		req.ResponseNonce = pickLast(nonces, 1, "stale-nonce")
-	case 3:
-		req.ResponseNonce = z.lastNonce
-	}
+	req.VersionInfo = pickRecent(r1>>3, versions, "stale-version", func() string { return z.reconnectVersion(typeURL) })
+	req.ResponseNonce = pickRecent(r1>>5, nonces, "stale-nonce", func() string { return z.lastNonce })
 	if r1&0x80 != 0 {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}

@@ -74,6 +74,18 @@ func (z *streamFuzz) service() string {
 	return z.fixed
 }
 
+// fuzzStream is a stream fuzz target: it adds the seeds and runs each input
+// against the stream and model newModel builds.
+func fuzzStream(f *testing.F, seeds [][]byte, newModel func(*streamFuzz, *Server) fuzzModel) {
+	res := newFuzzResources(f)
+	for _, seed := range seeds {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runStreamFuzz(t, res, data, newModel)
+	})
+}
+
 // runStreamFuzz runs one fuzz input against the stream newModel builds.
 func runStreamFuzz(t *testing.T, res *fuzzResources, data []byte, newModel func(*streamFuzz, *Server) fuzzModel) {
 	in := &fuzzBytes{b: data}
@@ -213,13 +225,23 @@ func (z *streamFuzz) checkTypes(n int, want func(typeURL string) (sub shard.Subs
 	}
 }
 
-// pickLast returns the last of list (back 0) or the one before (back 1);
-// fallback if there is no such entry.
-func pickLast(list []string, back int, fallback string) string {
-	if len(list) > back {
-		return list[len(list)-1-back]
+// pickRecent picks a request's version or nonce by sel (two bits): none, the
+// last one received, the one before (stale if there is none), or other's.
+func pickRecent(sel byte, received []string, stale string, other func() string) string {
+	switch n := len(received); sel & 3 {
+	case 1:
+		if n > 0 {
+			return received[n-1]
+		}
+	case 2:
+		if n > 1 {
+			return received[n-2]
+		}
+		return stale
+	case 3:
+		return other()
 	}
-	return fallback
+	return ""
 }
 
 // newFuzzTransport is the fake transport of one fuzz run.
