@@ -61,8 +61,7 @@ func TestDeltaExplicitNames(t *testing.T) {
 func TestDeltaSubscribedNameMissing(t *testing.T) {
 	t.Run("absence known", func(t *testing.T) {
 		h := newHarness(t)
-		a1 := resource(t, EndpointType, "A", 1)
-		h.apply(EndpointType, true, a1)
+		a1 := h.put(t, EndpointType, true, "A", 1)
 		c := h.deltaADS(t)
 
 		c.subscribe(EndpointType, "Z")
@@ -89,8 +88,7 @@ func TestDeltaSubscribedNameMissing(t *testing.T) {
 
 	t.Run("absence unknown", func(t *testing.T) {
 		h := newHarness(t)
-		a1 := resource(t, RouteType, "A", 1)
-		h.apply(RouteType, false, a1)
+		a1 := h.put(t, RouteType, false, "A", 1)
 		c := h.deltaADS(t)
 
 		c.subscribe(RouteType, "Z")
@@ -99,18 +97,15 @@ func TestDeltaSubscribedNameMissing(t *testing.T) {
 		r := c.ackNext(RouteType, nil, a1) // nothing said of Y (or Z)
 		c.fence()
 
-		z1 := resource(t, RouteType, "Z", 1)
-		h.apply(RouteType, false, z1)
+		z1 := h.put(t, RouteType, false, "Z", 1)
 		r = c.nextOf(RouteType)
 		wantDelta(t, r, nil, z1)
 		c.ack(r)
-		a2 := resource(t, RouteType, "A", 2)
-		h.apply(RouteType, false, a2)
+		a2 := h.put(t, RouteType, false, "A", 2)
 		r = c.nextOf(RouteType)
 		wantDelta(t, r, nil, a2)
 		c.ack(r)
-		y1 := resource(t, RouteType, "Y", 1)
-		h.apply(RouteType, false, y1)
+		y1 := h.put(t, RouteType, false, "Y", 1)
 		r = c.nextOf(RouteType)
 		wantDelta(t, r, nil, y1)
 		c.ack(r)

@@ -72,8 +72,7 @@ func TestDeltaWildcardFirstResponseEmpty(t *testing.T) {
 	c.fence()
 	h.apply(ListenerType, true)
 	c.ackNext(ListenerType, nil)
-	l := resource(t, ListenerType, "L", 1)
-	h.apply(ListenerType, true, l)
+	l := h.put(t, ListenerType, true, "L", 1)
 	wantDelta(t, c.nextOf(ListenerType), nil, l)
 }
 
@@ -85,8 +84,7 @@ func TestDeltaWildcardFirstResponseEmpty(t *testing.T) {
 // chain of delta relays left such a wildcard unanswered.
 func TestDeltaWildcardAfterNamesIsAnswered(t *testing.T) {
 	h := newHarness(t)
-	b := resource(t, ClusterType, "b", 1)
-	h.apply(ClusterType, true, b)
+	b := h.put(t, ClusterType, true, "b", 1)
 	c := h.deltaADS(t)
 	c.subscribe(ClusterType, "a", "b")
 	r := c.nextOf(ClusterType)

@@ -101,6 +101,14 @@ func (h *harness) apply(typeURL string, replace bool, rs ...*shard.Resource) {
 	h.class.Apply(typeURL, rs, replace)
 }
 
+// put is apply of one new resource (see deltaResource), which it returns.
+func (h *harness) put(t testing.TB, typeURL string, replace bool, name string, v int) *shard.Resource {
+	t.Helper()
+	r := deltaResource(t, typeURL, name, v)
+	h.apply(typeURL, replace, r)
+	return r
+}
+
 // client is a raw SotW xDS client stream; the helpers check every
 // response's envelope as it is taken.
 type client struct {

@@ -119,8 +119,7 @@ func TestStreamEndReleasesShards(t *testing.T) {
 				}
 
 				// The remaining stream still gets pushes.
-				a2 := resource(t, ClusterType, "A", 2)
-				h.apply(ClusterType, true, a2)
+				a2 := h.put(t, ClusterType, true, "A", 2)
 				stay.wantNext(ClusterType, a2)
 			})
 		}

@@ -60,8 +60,7 @@ func TestRequestedNamePushedWhenItAppears(t *testing.T) {
 			// Nothing of the type exists at all yet: silence, then the push.
 			c.subscribe(RouteType, "R")
 			c.fence()
-			r := resource(t, RouteType, "R", 1)
-			h.apply(RouteType, true, r)
+			r := h.put(t, RouteType, true, "R", 1)
 			wantResources(t, c.nextOf(RouteType), r)
 		})
 	}
@@ -70,8 +69,7 @@ func TestRequestedNamePushedWhenItAppears(t *testing.T) {
 		c := h.perType(t, EndpointType)
 		c.subscribe(EndpointType, "X")
 		c.expectNothing(quietWindow)
-		x := resource(t, EndpointType, "X", 1)
-		h.apply(EndpointType, true, x)
+		x := h.put(t, EndpointType, true, "X", 1)
 		wantResources(t, c.nextOf(EndpointType), x)
 	})
 }
@@ -90,16 +88,14 @@ func TestUnsubscribeName(t *testing.T) {
 	c.fence() // names only removed: nothing to send
 
 	h.apply(EndpointType, false, resource(t, EndpointType, "B", 2))
-	a2 := resource(t, EndpointType, "A", 2)
-	h.apply(EndpointType, false, a2)
+	a2 := h.put(t, EndpointType, false, "A", 2)
 	wantResources(t, c.nextOf(EndpointType), a2)
 }
 
 // Types other than Listener and Cluster never get an empty response.
 func TestNonFullStateNeverEmpty(t *testing.T) {
 	h := newHarness(t)
-	a := resource(t, EndpointType, "A", 1)
-	h.apply(EndpointType, true, a)
+	a := h.put(t, EndpointType, true, "A", 1)
 
 	c := h.ads(t)
 	c.subscribe(EndpointType, "A", "B")
@@ -108,8 +104,7 @@ func TestNonFullStateNeverEmpty(t *testing.T) {
 	// A deleted upstream: the shard has nothing left, which is not sent.
 	h.apply(EndpointType, true, resource(t, EndpointType, "C", 1))
 	c.fence()
-	b := resource(t, EndpointType, "B", 1)
-	h.apply(EndpointType, false, b)
+	b := h.put(t, EndpointType, false, "B", 1)
 	wantResources(t, c.nextOf(EndpointType), b)
 
 	// The upstream's first answer for a type is empty: nothing sent.
