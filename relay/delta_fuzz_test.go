@@ -34,7 +34,7 @@ import (
 // XDS_FUZZ_TRACE=1 go test -v -run=FuzzDeltaRequests/NAME ./relay/
 func FuzzDeltaRequests(f *testing.F) {
 	fuzzStream(f, deltaSeeds(), func(z *streamFuzz, srv *Server) fuzzModel {
-		m := &deltaFuzz{streamFuzz: z, tr: newFuzzTransport[*deltaRequest](), types: map[string]*deltaFuzzType{}}
+		m := &deltaFuzz{streamFuzz: z, tr: newFuzzTransport[*deltaRequest](z), types: map[string]*deltaFuzzType{}}
 		z.st = deltaUnderTest(srv, m.tr, z.service())
 		return m
 	})
@@ -163,15 +163,11 @@ func (z *deltaFuzz) request(in *fuzzBytes) bool {
 	return true
 }
 
-// flush runs one writer step and takes what the client receives.
-func (z *deltaFuzz) flush() {
+// received takes what the client receives in a writer step.
+func (z *deltaFuzz) received(sent [][]byte) {
 	t := z.t
-	tracef(t, "writer step")
-	if err := z.st.write(); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
 	var batch []*deltaResponse
-	for _, b := range z.tr.take(t) {
+	for _, b := range sent {
 		batch = append(batch, z.receive(b))
 	}
 	z.checkSubscriptions()
@@ -228,7 +224,7 @@ func (z *deltaFuzz) receive(b []byte) *deltaResponse {
 	typeURL := resp.TypeUrl
 	tracef(t, "response %s version %s nonce %s: %v removed %v", short(typeURL), resp.SystemVersionInfo, resp.Nonce, versionsOf(resp), resp.RemovedResources)
 	m := z.types[typeURL]
-	z.received(resp.Nonce, typeURL, m != nil && (m.wildcard || len(m.names) > 0))
+	z.addressed(resp.Nonce, typeURL, m != nil && (m.wildcard || len(m.names) > 0))
 	if resp.SystemVersionInfo == "" {
 		t.Fatalf("%s response without system_version_info: resources %v removed %v", short(typeURL), deltaNames(resp), resp.RemovedResources)
 	}

@@ -31,7 +31,7 @@ import (
 // Requests: see sotwFuzz.request; seeds: sotwSeeds.
 func FuzzSotWRequests(f *testing.F) {
 	fuzzStream(f, sotwSeeds(), func(z *streamFuzz, srv *Server) fuzzModel {
-		m := &sotwFuzz{streamFuzz: z, tr: newFuzzTransport[*request](),
+		m := &sotwFuzz{streamFuzz: z, tr: newFuzzTransport[*request](z),
 			types: map[string]*sotwFuzzType{}, contents: map[string]string{}}
 		z.st = sotwUnderTest(srv, m.tr, z.service())
 		return m
@@ -178,14 +178,9 @@ func (z *sotwFuzz) contentOf(rs []*shard.Resource) map[string]string {
 	return out
 }
 
-// flush runs one writer step and takes what the client receives.
-func (z *sotwFuzz) flush() {
-	t := z.t
-	tracef(t, "writer step")
-	if err := z.st.write(); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
-	for _, b := range z.tr.take(t) {
+// received takes what the client receives in a writer step.
+func (z *sotwFuzz) received(sent [][]byte) {
+	for _, b := range sent {
 		z.receive(b)
 	}
 	z.checkSubscriptions()
@@ -201,7 +196,7 @@ func (z *sotwFuzz) receive(b []byte) {
 	typeURL := resp.TypeUrl
 	tracef(t, "response %s version %s nonce %s: %v", short(typeURL), resp.VersionInfo, resp.Nonce, names(t, &resp))
 	m := z.types[typeURL]
-	z.received(resp.Nonce, typeURL, m != nil && !m.sub.Empty())
+	z.addressed(resp.Nonce, typeURL, m != nil && !m.sub.Empty())
 	if resp.VersionInfo == "" {
 		t.Fatalf("%s response without version_info", short(typeURL))
 	}

@@ -45,8 +45,9 @@ type fuzzModel interface {
 	// request runs one reader step decoded from in; it reports whether the
 	// stream lives on.
 	request(in *fuzzBytes) bool
-	// flush runs one writer step and checks what the client receives.
-	flush()
+	// received checks what the client receives in one writer step, in the
+	// order sent.
+	received(sent [][]byte)
 }
 
 // streamFuzz is what the stream fuzzers share of a run: the stream under
@@ -57,6 +58,7 @@ type streamFuzz struct {
 	class *shard.Class
 	node  *corev3.Node
 	st    underTest
+	sent  *fuzzSent // what the stream's writer sent
 
 	ads        bool
 	fixed      string // the per-type stream's type (also set, unused, for ADS)
@@ -92,7 +94,7 @@ func runStreamFuzz(t *testing.T, res *fuzzResources, data []byte, newModel func(
 	h := in.next()
 	srv, class, node := fuzzServer(h&4 != 0, h&8 != 0)
 	z := &streamFuzz{t: t, res: res, class: class, node: node, ads: h&1 == 0, fixed: fuzzTypes[(h>>1)&1],
-		maxTypes: srv.opts.MaxTypesPerStream, maxNames: srv.opts.MaxResourceNames, nonces: map[string]bool{}}
+		maxTypes: srv.opts.MaxTypesPerStream, maxNames: srv.opts.MaxResourceNames, nonces: map[string]bool{}, sent: &fuzzSent{}}
 	model := newModel(z, srv)
 
 	upstream := newFuzzUpstream(t, h, res, class)
@@ -109,12 +111,12 @@ func runStreamFuzz(t *testing.T, res *fuzzResources, data []byte, newModel func(
 		case 1:
 			upstream.step(in, o)
 		default:
-			model.flush()
+			model.received(z.writeStep())
 		}
 		checkWatched(t, class, z.st.shards())
 	}
 	if alive {
-		model.flush()
+		model.received(z.writeStep())
 	}
 
 	// The stream ends: the reader releases its subscriptions.
@@ -180,9 +182,9 @@ func handleFuzz[Req any](z *streamFuzz, tr *fuzzTransport[Req], req Req, code co
 	wantCode(z.t, z.st.read(), code, why)
 }
 
-// received checks what every response must satisfy: a fresh nonce, and a
+// addressed checks what every response must satisfy: a fresh nonce, and a
 // type URL the client subscribes to, the service's on a per-type stream.
-func (z *streamFuzz) received(nonce, typeURL string, subscribed bool) {
+func (z *streamFuzz) addressed(nonce, typeURL string, subscribed bool) {
 	t := z.t
 	t.Helper()
 	if nonce == "" || z.nonces[nonce] {
@@ -244,7 +246,17 @@ func pickRecent(sel byte, received []string, stale string, other func() string) 
 	return ""
 }
 
-// newFuzzTransport is the fake transport of one fuzz run.
-func newFuzzTransport[Req any]() *fuzzTransport[Req] {
-	return &fuzzTransport[Req]{ctx: context.Background()}
+// newFuzzTransport is the fake transport of z's stream.
+func newFuzzTransport[Req any](z *streamFuzz) *fuzzTransport[Req] {
+	return &fuzzTransport[Req]{ctx: context.Background(), fuzzSent: z.sent}
+}
+
+// writeStep runs the writer until nothing is left to send, and returns what
+// it sent.
+func (z *streamFuzz) writeStep() [][]byte {
+	tracef(z.t, "writer step")
+	if err := z.st.write(); err != nil {
+		z.t.Fatalf("flush: %v", err)
+	}
+	return z.sent.take()
 }
