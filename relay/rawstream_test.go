@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -212,6 +215,19 @@ func (r *rawStream[Req, Resp]) recvError() error {
 		r.t.Fatalf("stream did not fail within %v", recvTimeout)
 	}
 	return nil
+}
+
+// wantRefused sends reqs and requires the stream to end with code, the
+// message naming field. A later send may already see the stream fail.
+func (r *rawStream[Req, Resp]) wantRefused(reqs []Req, code codes.Code, field string) {
+	r.t.Helper()
+	for _, req := range reqs {
+		_ = r.s.Send(req)
+	}
+	err := r.recvError()
+	if status.Code(err) != code || !strings.Contains(status.Convert(err).Message(), field) {
+		r.t.Fatalf("got %v, want %v naming %q", err, code, field)
+	}
 }
 
 // expectNothing asserts that no response arrives within d.

@@ -146,14 +146,7 @@ func TestBadRequests(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := h.perType(t, tc.service)
-			for _, r := range tc.reqs {
-				_ = c.s.Send(r) // a later send may already see the stream fail
-			}
-			err := c.recvError()
-			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.field) {
-				t.Fatalf("got %v, want %v naming %q", err, tc.code, tc.field)
-			}
+			h.perType(t, tc.service).wantRefused(tc.reqs, tc.code, tc.field)
 		})
 	}
 }
