@@ -197,7 +197,7 @@ func (u *fuzzUpstream) step(in *fuzzBytes, o byte) {
 			removed = append(removed, fuzzNames[in.next()%4])
 		}
 		tracef(u.t, "upstream removes %s %v", short(typeURL), removed)
-		u.class.ApplyUpdate(typeURL, shard.Update{Kind: shard.UpdateIncremental, Resources: rs, Removed: removed})
+		applyDelta(u.class, typeURL, rs, removed)
 	}
 }
 
@@ -256,7 +256,7 @@ func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Nod
 	if err != nil {
 		panic(err)
 	}
-	registry := shard.NewRegistry(classifier, nil)
+	registry := shard.NewRegistryWith(classifier, nil, shard.Lifecycle{})
 	opts := Options{}
 	if limitTypes {
 		opts.MaxTypesPerStream = 1
@@ -266,7 +266,11 @@ func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Nod
 	}
 	srv := NewServer(registry, zap.NewNop(), opts)
 	node := &corev3.Node{Id: "fuzz-node", Cluster: "fuzz-class"}
-	return srv, registry.ClassFor(node), node
+	class, err := registry.Acquire(node)
+	if err != nil {
+		panic(err)
+	}
+	return srv, class, node
 }
 
 // wantCode checks a reader step's outcome against the model's prediction:

@@ -56,7 +56,7 @@ func newHarnessWith(t *testing.T, start func(*shard.Class) func(string)) *harnes
 	if err != nil {
 		t.Fatal(err)
 	}
-	registry := shard.NewRegistry(classifier, start)
+	registry := shard.NewRegistryWith(classifier, start, shard.Lifecycle{})
 	srv := NewServer(registry, zaptest.NewLogger(t), Options{})
 	addr := serveRelay(t, srv, func() {
 		// Stream readers release their shards after the handler returns;
@@ -66,7 +66,9 @@ func newHarnessWith(t *testing.T, start func(*shard.Class) func(string)) *harnes
 	h := &harness{t: t, registry: registry, srv: srv, addr: addr,
 		node: &corev3.Node{Id: "node-1", Cluster: "class-a"}}
 	h.conn = h.dial(t)
-	h.class = registry.ClassFor(h.node)
+	if h.class, err = registry.Acquire(h.node); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 

@@ -156,7 +156,10 @@ func (z *sotwFuzz) request(in *fuzzBytes) bool {
 // would hold: the class's wildcard content of typeURL.
 func (z *sotwFuzz) reconnectVersion(typeURL string) string {
 	w := &fuzzNopWatcher{}
-	sh := z.class.Subscribe(typeURL, shard.Subscription{Wildcard: true}, w)
+	sh, err := z.class.TrySubscribe(typeURL, shard.Subscription{Wildcard: true}, w)
+	if err != nil {
+		z.t.Fatal(err)
+	}
 	defer z.class.Unsubscribe(sh, w)
 	cur := sh.Current()
 	if cur == nil {

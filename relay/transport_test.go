@@ -25,7 +25,7 @@ func serveLimits(t *testing.T, limits ConnLimits) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(shard.NewRegistry(classifier, nil), zaptest.NewLogger(t), Options{})
+	srv := NewServer(shard.NewRegistryWith(classifier, nil, shard.Lifecycle{}), zaptest.NewLogger(t), Options{})
 	return serveRelay(t, srv, nil, limits.ServerOptions()...)
 }
 

@@ -27,7 +27,7 @@ func ttlBytes(t testing.TB, d time.Duration) []byte {
 
 // withTTL is r delivered with ttl: same bytes, the TTL part of the hash.
 func withTTL(r *shard.Resource, ttl []byte) *shard.Resource {
-	return &shard.Resource{Name: r.Name, Any: r.Any, TTL: ttl, Hash: dedup.ResourceHashTTL(r.Any, ttl)}
+	return &shard.Resource{Name: r.Name, Any: r.Any, TTL: ttl, Hash: dedup.ResourceHashFull(r.Any, ttl, nil)}
 }
 
 // ttlAware is a node of the harness's class announcing resource-in-SotW.

@@ -5,8 +5,10 @@ import (
 	"time"
 )
 
-// Backoff is a capped exponential backoff with full jitter: attempt n waits a
-// uniformly random duration in [Initial*2^n/2, Initial*2^n], capped at Max.
+// Backoff is a capped exponential backoff with equal jitter: attempt n waits
+// a uniformly random duration in [d/2, d], where d is Initial*2^n capped at
+// Max. (Full jitter would draw from [0, d]; the floor of d/2 keeps a control
+// plane that is still down from being retried at once.)
 type Backoff struct {
 	Initial time.Duration
 	Max     time.Duration

@@ -46,10 +46,8 @@ func newClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Class, *s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	reg := shard.NewRegistry(cl, c.Attach)
-	class := reg.ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	return c, class, sh
 }
 
@@ -133,11 +131,11 @@ func TestInterestChangesAreSentUpstream(t *testing.T) {
 	ss.request(t) // CDS wildcard
 	const eds = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	w := nopWatcher{}
-	a := class.Subscribe(eds, shard.NewSubscription([]string{"x", "y"}, false), w)
+	a := subscribe(t, class, eds, shard.NewSubscription([]string{"x", "y"}, false), w)
 	if r := ss.request(t); r.GetTypeUrl() != eds || !slices.Equal(r.GetResourceNames(), []string{"x", "y"}) {
 		t.Fatalf("EDS subscription = %v", r)
 	}
-	b := class.Subscribe(eds, shard.NewSubscription([]string{"y", "z"}, false), w)
+	b := subscribe(t, class, eds, shard.NewSubscription([]string{"y", "z"}, false), w)
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"x", "y", "z"}) {
 		t.Fatalf("union = %v", r.GetResourceNames())
 	}

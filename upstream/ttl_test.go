@@ -117,7 +117,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	srv, addr := startScripted(t)
 	_, class, sh := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	rec := &recWatcher{}
-	if class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, rec) != sh {
+	if subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, rec) != sh {
 		t.Fatal("a second wildcard CDS subscription got another shard")
 	}
 	ss := srv.next(t)
@@ -134,7 +134,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	if ttlOf(t, cur.Resources[0]) != 30*time.Second || ttlOf(t, cur.Resources[1]) != 10*time.Second {
 		t.Fatalf("TTLs %v %v, want 30s 10s", ttlOf(t, cur.Resources[0]), ttlOf(t, cur.Resources[1]))
 	}
-	if r := cur.Resources[0]; r.Hash != dedup.ResourceHashTTL(r.Any, r.TTL) {
+	if r := cur.Resources[0]; r.Hash != dedup.ResourceHashFull(r.Any, r.TTL, nil) {
 		t.Fatal("a's hash does not cover its TTL")
 	}
 	// Unwrapped: the held Any is the cluster itself.
@@ -221,7 +221,7 @@ func TestTTLDeltaUpstream(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	rec := &recWatcher{}
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, rec)
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, rec)
 	ds := srv.next(t)
 	first := ds.request(t)
 	wantFeatures(t, first.GetNode().GetClientFeatures())
@@ -285,7 +285,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 
 	// The union grows to the wildcard plus names: the wildcard covers them,
 	// so nothing is sent.
-	before := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "x1"}, false), nopWatcher{})
+	before := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "x1"}, false), nopWatcher{})
 	if cur := before.Current(); cur == nil || !cur.KnownAbsent("x1") {
 		t.Fatalf("before any heartbeat: shard %+v, want x1 known absent", cur)
 	}
@@ -294,7 +294,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 	if ack := ss.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
 		t.Fatalf("want the ACK of the heartbeat n2, got %v", ack)
 	}
-	after := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "x2"}, false), nopWatcher{})
+	after := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "x2"}, false), nopWatcher{})
 	cur := after.Current()
 	if cur == nil || !cur.Has("a") {
 		t.Fatalf("after the heartbeat: shard %+v, want a", cur)
@@ -311,7 +311,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newSotwClass(t, addr)
-	class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a"}) {
 		t.Fatalf("first request %v, want CDS [a]", r)
@@ -320,7 +320,7 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 
 	// The wildcard, wanted after explicit names, is asked for on a new
 	// stream in the legacy form.
-	wild := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss = srv.next(t)
 	if r := ss.request(t); len(r.GetResourceNames()) != 0 || r.GetVersionInfo() != "" {
 		t.Fatalf("request %v, want the legacy wildcard at no version", r)
@@ -345,12 +345,12 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 func TestTTLSotWHeartbeatDoesNotResolvePending(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newSotwClass(t, addr)
-	class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	ss.request(t)
 	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
-	both := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
+	both := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a", "c"}) {
 		t.Fatalf("request %v, want CDS [a c]", r)
 	}
@@ -373,6 +373,5 @@ func newSotwClass(t *testing.T, addr string) *shard.Class {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	return shard.NewRegistry(cl, c.Attach).ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a"})
+	return attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 }

@@ -34,7 +34,17 @@ func newRegistry(t *testing.T, start func(*shard.Class) func(string)) *shard.Reg
 	if err != nil {
 		t.Fatal(err)
 	}
-	return shard.NewRegistry(classifier, start)
+	return shard.NewRegistryWith(classifier, start, shard.Lifecycle{})
+}
+
+// classOf returns node's class in registry.
+func classOf(t *testing.T, registry *shard.Registry, n *corev3.Node) *shard.Class {
+	t.Helper()
+	class, err := registry.Acquire(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return class
 }
 
 func node(cluster string) *corev3.Node { return &corev3.Node{Id: cluster + "-1", Cluster: cluster} }
@@ -82,7 +92,7 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	class := newRegistry(t, nil).ClassFor(node("one"))
+	class := classOf(t, newRegistry(t, nil), node("one"))
 	s.Attach(class)
 	if got, want := counts(class), map[string]int{clusterType: 1}; !maps.Equal(got, want) {
 		t.Fatalf("after Attach: %v, want %v", got, want)
@@ -156,7 +166,7 @@ func TestWatch(t *testing.T) {
 	// A class attached now gets every type that has resources; the emptied
 	// one is applied (empty) once a client subscribes to it, like a type no
 	// file has (TestInterestReapply): a class holds no table for nothing.
-	late := newRegistry(t, nil).ClassFor(node("late"))
+	late := classOf(t, newRegistry(t, nil), node("late"))
 	s.Attach(late)
 	if got, want := counts(late), map[string]int{clusterType: 2}; !maps.Equal(got, want) {
 		t.Errorf("late class: %v, want %v", got, want)
@@ -180,7 +190,7 @@ func TestInterestReapply(t *testing.T) {
 		t.Fatal(err)
 	}
 	registry := newRegistry(t, s.Attach)
-	class := registry.ClassFor(node("one"))
+	class := classOf(t, registry, node("one"))
 	startRun(t, s)
 
 	shardNames := func(sh *shard.Shard) []string {
@@ -204,7 +214,10 @@ func TestInterestReapply(t *testing.T) {
 	}
 	for _, tc := range tests {
 		w := &nopWatcher{}
-		sh := class.Subscribe(tc.typeURL, tc.sub, w)
+		sh, err := class.TrySubscribe(tc.typeURL, tc.sub, w)
+		if err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, 5*time.Second, func() bool {
 			return sh.Current() != nil && slices.Equal(shardNames(sh), tc.want)
 		}, "%s: shard names %v, want %v", tc.name, shardNames(sh), tc.want)
@@ -235,7 +248,7 @@ func TestDirReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	class := newRegistry(t, s.Attach).ClassFor(node("one"))
+	class := classOf(t, newRegistry(t, s.Attach), node("one"))
 	startRun(t, s)
 
 	if err := os.RemoveAll(dir); err != nil {
@@ -269,7 +282,7 @@ func TestCloseForgetsClasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	class := newRegistry(t, s.Attach).ClassFor(node("one"))
+	class := classOf(t, newRegistry(t, s.Attach), node("one"))
 	startRun(t, s)
 	for range 2 {
 		if err := s.Close(); err != nil {
@@ -297,7 +310,7 @@ func TestEmptiedDirKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	class := newRegistry(t, s.Attach).ClassFor(node("one"))
+	class := classOf(t, newRegistry(t, s.Attach), node("one"))
 	startRun(t, s)
 	good := map[string]int{clusterType: 2, listenerType: 1}
 	if got := counts(class); !maps.Equal(got, good) {

@@ -21,6 +21,7 @@ import (
 	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
@@ -60,6 +61,7 @@ type Relay struct {
 	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
 	adminTok *adminToken        // nil: the admin endpoints are open (admin_token_file unset)
 	tel      *telemetry         // metrics, served on /metrics
+	drops    *drop.Counters     // what the relay did not send, by reason (upstream and downstream)
 	// tracerProvider traces upstream responses and fan-outs; stopTracing
 	// flushes it.
 	tracerProvider trace.TracerProvider
@@ -88,7 +90,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: log}
+	r := &Relay{cfg: cfg, log: log, drops: &drop.Counters{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -101,6 +103,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	}
 	tracer := r.tracerProvider.Tracer(tracerName)
 	r.tel, err = newTelemetry(gauges{
+		drops:            r.drops.Snapshot,
 		classesAndShards: func() (int, int) { return r.registry.Counts() },
 		upstreamUp: func() map[string]bool {
 			if r.upstream == nil {
@@ -156,6 +159,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 			Delta:        cfg.Upstream.Protocol == "delta",
 			PassVersions: cfg.Upstream.Versions == "upstream",
 			Metrics:      r.tel,
+			Drops:        r.drops,
 			Tracer:       tracer,
 			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
@@ -205,6 +209,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		Authorize:         authorize,
 		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
+		Drops:             r.drops,
 
 		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
 		MaxTypeURLBytes:      cfg.Limits.MaxTypeURLBytes,
@@ -365,22 +370,11 @@ func sourceDir(cfg Config) string {
 // Addr is the downstream xDS listener's address.
 func (r *Relay) Addr() string { return r.lis.Addr().String() }
 
-// RESTAddr is the REST-JSON listener's address ("" when disabled).
-func (r *Relay) RESTAddr() string {
-	if r.restLis == nil {
-		return ""
-	}
-	return r.restLis.Addr().String()
-}
-
 // AdminAddr is the admin HTTP listener's address.
 func (r *Relay) AdminAddr() string { return r.adminLis.Addr().String() }
 
 // Server is the downstream server (for status).
 func (r *Relay) Server() *relay.Server { return r.server }
-
-// Registry is the class registry (for status).
-func (r *Relay) Registry() *shard.Registry { return r.registry }
 
 // Shutdown drains the relay, then closes it: it stops being ready, stops
 // accepting (GOAWAY on every connection), and ends the open streams spread

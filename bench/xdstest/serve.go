@@ -1,0 +1,28 @@
+package xdstest
+
+import (
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+)
+
+// ServeGRPC serves srv on a loopback port until the test ends, and returns
+// the address.
+func ServeGRPC(t testing.TB, srv *grpc.Server) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-served
+	})
+	return lis.Addr().String()
+}
