@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // The raw client streams of the relay's tests, SotW (client) and delta
@@ -254,23 +255,10 @@ func (r *rawStream[Req, Resp]) fenceName() string {
 // server, waits for Serve, then runs stopped (if not nil).
 func serveRelay(t *testing.T, srv *Server, stopped func(), opts ...grpc.ServerOption) string {
 	t.Helper()
+	if stopped != nil {
+		t.Cleanup(stopped) // registered first: runs after the server's stop
+	}
 	g := grpc.NewServer(append(ServerOptions(), opts...)...)
 	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = g.Serve(srv.TrackConnections(lis))
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-served
-		if stopped != nil {
-			stopped()
-		}
-	})
-	return lis.Addr().String()
+	return xdstest.ServeGRPC(t, g, srv.TrackConnections)
 }
