@@ -172,16 +172,8 @@ func (z *deltaFuzz) received(sent [][]byte) {
 	}
 	z.checkSubscriptions()
 
-	shards := z.st.shards()
-	for typeURL, m := range z.types {
-		sh := shards[typeURL]
-		if sh == nil {
-			continue
-		}
-		cur := sh.Current()
-		if cur == nil {
-			continue // nothing to tell yet
-		}
+	for typeURL, sc := range z.currents() { // checkSubscriptions: each has a model
+		m, sh, cur := z.types[typeURL], sc.sh, sc.resp
 		// Removed names: never one covered that exists, unless sent again
 		// later in the step.
 		for i, resp := range batch {

@@ -257,15 +257,10 @@ func (z *sotwFuzz) checkSubscriptions() {
 // shards' current content.
 func (z *sotwFuzz) checkSync() {
 	t := z.t
-	shards := z.st.shards()
-	for typeURL, m := range z.types {
-		sh := shards[typeURL]
-		if sh == nil {
-			continue
-		}
-		cur := sh.Current()
-		if cur == nil || len(cur.Names) == 0 && !shard.FullState(typeURL) {
-			continue // nothing to tell, or a no-op to tell
+	for typeURL, sc := range z.currents() { // checkSubscriptions: each has a model
+		m, cur := z.types[typeURL], sc.resp
+		if len(cur.Names) == 0 && !shard.FullState(typeURL) {
+			continue // a no-op to tell
 		}
 		if m.held == nil {
 			t.Fatalf("%s: client never got the shard's content %s %v (claimed unknown: %v)", short(typeURL), cur.Version, cur.Names, m.heldUnknown)

@@ -227,6 +227,24 @@ func (z *streamFuzz) checkTypes(n int, want func(typeURL string) (sub shard.Subs
 	}
 }
 
+// current is a shard a stream subscribes to and its current response.
+type current struct {
+	sh   *shard.Shard
+	resp *shard.Response
+}
+
+// currents returns, per type, the stream's shard and its current response,
+// for those that have one (others have nothing to tell yet).
+func (z *streamFuzz) currents() map[string]current {
+	out := map[string]current{}
+	for typeURL, sh := range z.st.shards() {
+		if cur := sh.Current(); cur != nil {
+			out[typeURL] = current{sh, cur}
+		}
+	}
+	return out
+}
+
 // pickRecent picks a request's version or nonce by sel (two bits): none, the
 // last one received, the one before (stale if there is none), or other's.
 func pickRecent(sel byte, received []string, stale string, other func() string) string {
