@@ -50,7 +50,7 @@ func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
 	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
 	class.Apply(EndpointType, []*shard.Resource{ep("A", 1), ep("B", 1)}, true)
 	class.Apply(RuntimeType, []*shard.Resource{resource(t, RuntimeType, "R", 1)}, false)
-	tr := &fuzzTransport[*deltaRequest]{ctx: context.Background()}
+	tr := &fuzzTransport[*deltaRequest]{ctx: context.Background(), fuzzSent: &fuzzSent{}}
 	st := newDeltaStream(srv, tr, "", variantDeltaADS)
 	defer st.release()
 	sent := func() []*deltaResponse {
@@ -59,7 +59,7 @@ func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out []*deltaResponse
-		for _, b := range tr.take(t) {
+		for _, b := range tr.take() {
 			r := &deltaResponse{}
 			if err := proto.Unmarshal(b, r); err != nil {
 				t.Fatal(err)

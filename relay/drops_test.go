@@ -29,12 +29,12 @@ func newDropRig(t *testing.T) *dropRig {
 }
 
 func (r *dropRig) sotw() (*sotwStream, *fuzzTransport[*request]) {
-	tr := &fuzzTransport[*request]{ctx: context.Background()}
+	tr := &fuzzTransport[*request]{ctx: context.Background(), fuzzSent: &fuzzSent{}}
 	return newSotWStream(r.srv, tr, "", variantSotWADS), tr
 }
 
 func (r *dropRig) delta() (*deltaStream, *fuzzTransport[*deltaRequest]) {
-	tr := &fuzzTransport[*deltaRequest]{ctx: context.Background()}
+	tr := &fuzzTransport[*deltaRequest]{ctx: context.Background(), fuzzSent: &fuzzSent{}}
 	return newDeltaStream(r.srv, tr, "", variantDeltaADS), tr
 }
 
@@ -81,7 +81,7 @@ func (r *dropRig) ok(err error) {
 func write[S perType, Req any](r *dropRig, st *stream[S, Req], tr *fuzzTransport[Req]) int {
 	r.t.Helper()
 	r.ok(st.writeQueued())
-	return len(tr.take(r.t))
+	return len(tr.take())
 }
 
 // dropped runs the writer, which must send nothing, and checks that the

@@ -207,10 +207,13 @@ var errStep = errors.New("fuzz: step done")
 // fuzzTransport is the fake gRPC stream the fuzzers drive a stream through:
 // Recv hands out the step's requests, SendMsg records what the writer sends.
 type fuzzTransport[Req any] struct {
-	ctx  context.Context
-	in   []Req
-	sent [][]byte
+	ctx context.Context
+	in  []Req
+	*fuzzSent
 }
+
+// fuzzSent is what a fuzzed stream's writer sent, as wire bytes.
+type fuzzSent struct{ sent [][]byte }
 
 func (f *fuzzTransport[Req]) Context() context.Context { return f.ctx }
 
@@ -224,15 +227,13 @@ func (f *fuzzTransport[Req]) Recv() (Req, error) {
 	return r, nil
 }
 
-// SendMsg takes the message's bytes at once, as gRPC's encoding does: the
-// writer reuses a message once SendMsg returns.
-func (f *fuzzTransport[Req]) SendMsg(m any) error {
-	s, ok := m.(*wire.Stamped)
-	if !ok {
+// SendMsg encodes the message at once with the relay's codec and frees the
+// buffers, as gRPC does: the writer reuses a message once SendMsg returns.
+func (f *fuzzSent) SendMsg(m any) error {
+	if _, ok := m.(*wire.Stamped); !ok {
 		return fmt.Errorf("writer sent a %T, want *wire.Stamped", m)
 	}
-	// As gRPC does: encode with the codec, then free the buffers.
-	bufs, err := wire.NewCodec().Marshal(s)
+	bufs, err := wire.NewCodec().Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -242,8 +243,7 @@ func (f *fuzzTransport[Req]) SendMsg(m any) error {
 }
 
 // take returns what was sent since the last call, as wire bytes.
-func (f *fuzzTransport[Req]) take(t *testing.T) [][]byte {
-	t.Helper()
+func (f *fuzzSent) take() [][]byte {
 	out := f.sent
 	f.sent = nil
 	return out

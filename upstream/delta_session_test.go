@@ -11,7 +11,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -19,24 +18,6 @@ import (
 )
 
 const edsType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-
-// scriptedDelta is a scripted delta ADS server (see scripted).
-type scriptedDelta struct {
-	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
-	streams chan *deltaStream
-}
-
-func (s *scriptedDelta) DeltaAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]) error {
-	return serveScripted(s.streams, st)
-}
-
-func startScriptedDelta(t *testing.T) (*scriptedDelta, string) {
-	t.Helper()
-	srv := &scriptedDelta{streams: make(chan *deltaStream, 4)}
-	return srv, startScriptedServer(t, srv)
-}
-
-func (s *scriptedDelta) next(t *testing.T) *deltaStream { return nextScripted(t, s.streams) }
 
 // cluster is a delta Resource entry carrying Cluster name at version.
 func cluster(t *testing.T, name, version string) *discoverygrpc.Resource {

@@ -10,7 +10,6 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -19,24 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// scriptedADS is a scripted SotW ADS server (see scripted).
-type scriptedADS struct {
-	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
-	streams chan *scriptedStream
-}
-
-func (s *scriptedADS) StreamAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]) error {
-	return serveScripted(s.streams, st)
-}
-
-func startScripted(t *testing.T) (*scriptedADS, string) {
-	t.Helper()
-	srv := &scriptedADS{streams: make(chan *scriptedStream, 4)}
-	return srv, startScriptedServer(t, srv)
-}
-
-func (s *scriptedADS) next(t *testing.T) *scriptedStream { return nextScripted(t, s.streams) }
 
 // respondClusters writes a CDS response of clusters named names.
 func respondClusters(t *testing.T, ss *scriptedStream, version, nonce string, names ...string) {

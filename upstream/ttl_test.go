@@ -73,6 +73,13 @@ func sendSotW(t *testing.T, ss *scriptedStream, version, nonce string, resources
 	}
 }
 
+// sendACKed sends a CDS response and requires the relay to ACK it.
+func sendACKed(t *testing.T, ss *scriptedStream, version, nonce string, resources ...*anypb.Any) {
+	t.Helper()
+	sendSotW(t, ss, version, nonce, resources...)
+	wantACK(t, ss.request(t), version, nonce)
+}
+
 func wantACK(t *testing.T, r *discoverygrpc.DiscoveryRequest, version, nonce string) {
 	t.Helper()
 	if r.GetErrorDetail() != nil || r.GetResponseNonce() != nonce || r.GetVersionInfo() != version {
@@ -138,8 +145,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	_, changesBefore := rec.seen()
 
 	// Heartbeat only, at the same version.
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second), wrap(t, "b", nil, 10*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second), wrap(t, "b", nil, 10*time.Second))
 	if sh.Current() != cur {
 		t.Fatalf("a heartbeat changed the shard: %v", names(sh))
 	}
@@ -169,8 +175,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	}
 
 	// A new TTL is a change.
-	sendSotW(t, ss, "v3", "n4", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, time.Minute), wrap(t, "b", &clusterv3.Cluster{Name: "b"}, 10*time.Second))
-	wantACK(t, ss.request(t), "v3", "n4")
+	sendACKed(t, ss, "v3", "n4", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, time.Minute), wrap(t, "b", &clusterv3.Cluster{Name: "b"}, 10*time.Second))
 	next := sh.Current()
 	if next == cur || next.Version == cur.Version || ttlOf(t, next.Resources[0]) != time.Minute {
 		t.Fatalf("after the TTL change: version %q (was %q), a's TTL %v, want a new version with 1m", next.Version, cur.Version, ttlOf(t, next.Resources[0]))
@@ -189,14 +194,12 @@ func TestTTLSotWHeartbeatKeepsResourcesWithoutTTL(t *testing.T) {
 	_, _, sh := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	ss := srv.next(t)
 	ss.request(t)
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
 	cur := sh.Current()
 	if cur == nil || !slices.Equal(cur.Names, []string{"a", "b"}) {
 		t.Fatalf("shard holds %v, want [a b]", names(sh))
 	}
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
 	if got := names(sh); !slices.Equal(got, []string{"a", "b"}) || sh.Current() != cur {
 		t.Fatalf("after a heartbeat of a at the same version the shard holds %v (version %q, was %q), want [a b] unchanged",
 			got, sh.Current().Version, cur.Version)
@@ -278,8 +281,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 	_, class, _ := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	ss := srv.next(t)
 	ss.request(t)
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
 	// The union grows to the wildcard plus names: the wildcard covers them,
 	// so nothing is sent.
@@ -314,8 +316,7 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a"}) {
 		t.Fatalf("first request %v, want CDS [a]", r)
 	}
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
 	// The wildcard, wanted after explicit names, is asked for on a new
 	// stream in the legacy form.
@@ -327,13 +328,11 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	if cur := wild.Current(); cur != nil {
 		t.Fatalf("wildcard shard served %v before the upstream answered the wildcard", cur.Names)
 	}
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
 	if cur := wild.Current(); cur != nil {
 		t.Fatalf("a heartbeat-only response answered the wildcard: the wildcard shard serves %v as the complete CDS state", cur.Names)
 	}
-	sendSotW(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
-	wantACK(t, ss.request(t), "v1", "n3")
+	sendACKed(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
 	if got := names(wild); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("wildcard shard after the real answer: %v, want [a b]", got)
 	}
@@ -349,20 +348,17 @@ func TestTTLSotWHeartbeatDoesNotResolvePending(t *testing.T) {
 	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	ss.request(t)
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
 	both := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a", "c"}) {
 		t.Fatalf("request %v, want CDS [a c]", r)
 	}
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
 	if cur := both.Current(); cur != nil {
 		t.Fatalf("a heartbeat-only response resolved the pending name c: the shard serves %v (c deleted for its clients)", cur.Names)
 	}
-	sendSotW(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "c"}))
-	wantACK(t, ss.request(t), "v2", "n3")
+	sendACKed(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "c"}))
 	if got := names(both); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("shard after the answer: %v, want [a c]", got)
 	}
