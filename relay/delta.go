@@ -32,11 +32,7 @@ type deltaStream struct {
 	holdTimer *time.Timer
 }
 
-var (
-	_ shard.Watcher                                               = (*deltaStream)(nil)
-	_ downstream                                                  = (*deltaStream)(nil)
-	_ protocol[*deltaTypeSub, *discoveryv3.DeltaDiscoveryRequest] = (*deltaStream)(nil)
-)
+var _ protocol[*deltaTypeSub, *discoveryv3.DeltaDiscoveryRequest] = (*deltaStream)(nil)
 
 // newDeltaStream returns a delta stream serving t for srv; a fake transport
 // (tests) is used as it is.

@@ -21,11 +21,7 @@ type sotwStream struct {
 	stream[*sotwTypeSub, *discoveryv3.DiscoveryRequest]
 }
 
-var (
-	_ shard.Watcher                                         = (*sotwStream)(nil)
-	_ downstream                                            = (*sotwStream)(nil)
-	_ protocol[*sotwTypeSub, *discoveryv3.DiscoveryRequest] = (*sotwStream)(nil)
-)
+var _ protocol[*sotwTypeSub, *discoveryv3.DiscoveryRequest] = (*sotwStream)(nil)
 
 // newSotWStream returns a SotW stream serving t for srv; a fake transport
 // (tests) is used as it is.

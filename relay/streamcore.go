@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -86,7 +87,7 @@ type transport[Req any] interface {
 }
 
 // stream is one downstream stream; S is the protocol's per-type state, Req
-// its request message.
+// its request message. The core is the shard.Watcher its class tells.
 type stream[S perType, Req any] struct {
 	// Read-only after creation.
 	id        uint64
@@ -157,6 +158,8 @@ type stream[S perType, Req any] struct {
 	// subscription (see unlockAndSwitch).
 	switching S
 }
+
+var _ shard.Watcher = (*stream[*sotwTypeSub, *discoveryv3.DiscoveryRequest])(nil)
 
 // init sets the stream up to serve t for srv, as protocol p.
 func (s *stream[S, Req]) init(srv *Server, t transport[Req], fixedType, variant string, p protocol[S, Req]) {
