@@ -8,7 +8,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/relay/identity"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/ruleerr"
 )
 
 // Config is the relay's configuration file. Every key, its default and its
@@ -312,7 +312,7 @@ func ParseConfig(file string, data []byte) (Config, error) {
 		if reported[ce.Key] {
 			continue // the value was not decoded: the decode error says why
 		}
-		ce.File, ce.Line = file, lines.line(ce.Key)
+		ce.File, ce.Line = file, lines.nearestLine(ce.Key)
 		errs = append(errs, ce)
 	}
 	errs.sortByLine()
@@ -325,6 +325,16 @@ func (c *Config) Validate() error {
 	var errs ConfigErrors
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	// badRule reports a rule list's error at the rule's key
+	// (section.rules[i].field) when it names one.
+	badRule := func(section string, err error) {
+		var re *ruleerr.RuleError
+		if errors.As(err, &re) {
+			bad(fmt.Sprintf("%s.rules[%d].%s", section, re.Index, re.Field), "%v", re.Err)
+		} else {
+			bad(section+".rules", "%v", err)
+		}
 	}
 	if err := checkHostPort(c.Listen); err != nil {
 		bad("listen", "%v", err)
@@ -350,12 +360,7 @@ func (c *Config) Validate() error {
 		bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)
 	}
 	if _, err := c.classifier(); err != nil {
-		var re *ruleError
-		if errors.As(err, &re) {
-			bad(fmt.Sprintf("node_classes.rules[%d].%s", re.index, re.key), "%s", re.msg)
-		} else {
-			bad("node_classes", "%v", err)
-		}
+		badRule("node_classes", err)
 	}
 	if c.NodeClasses.Linger <= 0 {
 		bad("node_classes.linger", "must be positive, got %v", c.NodeClasses.Linger)
@@ -453,11 +458,7 @@ func (c *Config) Validate() error {
 		bad("rest.plaintext", "REST in plaintext while the xDS listener requires client certificates (tls.client_ca_file): remove rest.plaintext")
 	}
 	if _, err := c.binder(); err != nil {
-		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
-			bad(fmt.Sprintf("identity.rules[%s].%s", m[1], m[2]), "%s", m[3])
-		} else {
-			bad("identity.rules", "%v", err)
-		}
+		badRule("identity", err)
 	}
 	if (c.Upstream.TLS.CertFile == "") != (c.Upstream.TLS.KeyFile == "") {
 		bad("upstream.tls.key_file", "upstream.tls.cert_file and upstream.tls.key_file go together")
@@ -493,34 +494,16 @@ func (c *Config) Validate() error {
 	return errs.orNil()
 }
 
-type ruleError struct {
-	index    int
-	key, msg string
-}
-
-func (e *ruleError) Error() string { return fmt.Sprintf("rules[%d].%s: %s", e.index, e.key, e.msg) }
-
 func (c *Config) classifier() (*shard.Classifier, error) {
 	rules := make([]shard.Rule, len(c.NodeClasses.Rules))
 	for i, r := range c.NodeClasses.Rules {
 		if r.Field == "" {
-			return nil, &ruleError{index: i, key: "field", msg: "required"}
+			return nil, ruleerr.New(i, "field", errors.New("required"))
 		}
 		rules[i] = shard.Rule{Field: r.Field, Regex: r.Regex, Class: r.Class}
 	}
-	cl, err := shard.NewClassifier(rules)
-	if err != nil {
-		// shard reports "rules[N].KEY: msg"; keep the structure for the key path.
-		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
-			i, _ := strconv.Atoi(m[1])
-			return nil, &ruleError{index: i, key: m[2], msg: m[3]}
-		}
-		return nil, err
-	}
-	return cl, nil
+	return shard.NewClassifier(rules)
 }
-
-var ruleErrRE = regexp.MustCompile(`^rules\[(\d+)\]\.(\w+): (.*)$`)
 
 // binder compiles the identity rules.
 func (c *Config) binder() (*identity.Binder, error) {

@@ -28,6 +28,23 @@ type keyAt struct {
 
 func (m keyLineMap) line(key string) int { return m.byKey[key] }
 
+// nearestLine is the line of key or, when the file does not have it (a
+// required key left out), of its closest enclosing key: the rule or section
+// it is missing from. 0 when none of them is in the file.
+func (m keyLineMap) nearestLine(key string) int {
+	for key != "" {
+		if l, ok := m.byKey[key]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
 func keyLines(root *yaml.Node) keyLineMap {
 	m := keyLineMap{byKey: map[string]int{}, byLine: map[int][]keyAt{}}
 	var walk func(n *yaml.Node, path string)

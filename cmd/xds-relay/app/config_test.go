@@ -50,6 +50,8 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad log level", "log:\n  level: loud\n", "log.level", 2},
 		{"plaintext rest with client certificates", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nrest:\n  listen: 127.0.0.1:1\n  plaintext: true\n", "rest.plaintext", 7},
 		{"bad identity regex", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - san: \"(\"\n    node_id: y\n", "identity.rules[0].san", 7},
+		{"rule class without regex", "node_classes:\n  rules:\n  - field: id\n    class: gw-$1\n", "node_classes.rules[0].class", 4},
+		{"second identity rule without node_id", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - {san: a, node_id: b}\n  - san: x\n", "identity.rules[1].node_id", 8},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
 		{"zero linger", "node_classes:\n  linger: 0s\n", "node_classes.linger", 2},
 		{"zero max classes", "limits:\n  max_classes: 0\n", "limits.max_classes", 2},
