@@ -5,8 +5,10 @@ import (
 	"time"
 )
 
-// Backoff is a capped exponential backoff with full jitter: attempt n waits a
-// uniformly random duration in [Initial*2^n/2, Initial*2^n], capped at Max.
+// Backoff is a capped exponential backoff with equal jitter: attempt n's
+// base is d = Initial*2^n, capped at Max, and it waits d/2 plus a uniformly
+// random duration in [0, d/2], so always at least half the base (full
+// jitter would draw from [0, d]).
 type Backoff struct {
 	Initial time.Duration
 	Max     time.Duration
