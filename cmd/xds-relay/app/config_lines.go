@@ -18,6 +18,7 @@ import (
 type keyLineMap struct {
 	byKey  map[string]int
 	byLine map[int][]keyAt
+	values map[string]*yaml.Node // the value of each key
 }
 
 // keyAt is a key path and the node of its value.
@@ -46,7 +47,7 @@ func (m keyLineMap) nearestLine(key string) int {
 }
 
 func keyLines(root *yaml.Node) keyLineMap {
-	m := keyLineMap{byKey: map[string]int{}, byLine: map[int][]keyAt{}}
+	m := keyLineMap{byKey: map[string]int{}, byLine: map[int][]keyAt{}, values: map[string]*yaml.Node{}}
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
 		switch n.Kind {
@@ -61,14 +62,14 @@ func keyLines(root *yaml.Node) keyLineMap {
 				if path != "" {
 					p = path + "." + k.Value
 				}
-				m.byKey[p] = k.Line
+				m.byKey[p], m.values[p] = k.Line, v
 				m.byLine[k.Line] = append(m.byLine[k.Line], keyAt{p, v})
 				walk(v, p)
 			}
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				p := fmt.Sprintf("%s[%d]", path, i)
-				m.byKey[p] = c.Line
+				m.byKey[p], m.values[p] = c.Line, c
 				m.byLine[c.Line] = append(m.byLine[c.Line], keyAt{p, c})
 				walk(c, p)
 			}

@@ -53,8 +53,10 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"rule class without regex", "node_classes:\n  rules:\n  - field: id\n    class: gw-$1\n", "node_classes.rules[0].class", 4},
 		{"second identity rule without node_id", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - {san: a, node_id: b}\n  - san: x\n", "identity.rules[1].node_id", 8},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
-		{"zero linger", "node_classes:\n  linger: 0s\n", "node_classes.linger", 2},
-		{"zero max classes", "limits:\n  max_classes: 0\n", "limits.max_classes", 2},
+		{"negative linger", "node_classes:\n  linger: -1s\n", "node_classes.linger", 2},
+		{"negative max classes", "limits:\n  max_classes: -1\n", "limits.max_classes", 2},
+		{"fallback under its old name", "upstream:\n  address: cp:1\n  addresses: [cp2:1, nowhere]\n", "upstream.addresses[1]", 3},
+		{"fallbacks under both names", "upstream:\n  address: cp:1\n  fallbacks: [cp2:1]\n  addresses: [cp3:1]\n", "upstream.addresses", 4},
 		// Flow style: several keys share a line; the error names the one at fault.
 		{"flow: unknown key last", "upstream: {address: x, protocl: sotw}\n", "upstream.protocl", 1},
 		{"flow: unknown key first", "upstream: {protocl: sotw, address: x}\n", "upstream.protocl", 1},
@@ -63,7 +65,7 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"flow: bad value among others", "limits: {max_streams: 5, max_resource_names: lots, request_burst: 3}\n", "limits.max_resource_names", 1},
 		{"flow: long bad value", "upstream: {address: x, backoff: {initial: soonish_later, max: 2s}}\n", "upstream.backoff.initial", 1},
 		{"flow: sequence of maps", "node_classes: {rules: [{field: id, regex: a}, {field: id, regx: b}]}\n", "node_classes.rules[1].regx", 1},
-		{"flow: sequence then unknown key", "upstream: {addresses: [a:1, b:1], adress: x}\n", "upstream.adress", 1},
+		{"flow: sequence then unknown key", "upstream: {fallbacks: [a:1, b:1], adress: x}\n", "upstream.adress", 1},
 		{"flow: same name in two maps", "upstream: {tls: {ca_file: a, relay_id: r}, relay_id: r}\n", "upstream.tls.relay_id", 1},
 		{"block then flow line", "listen: :1\nupstream:\n  address: x:1\n  backoff: {max: 2s, initial: lots}\n", "upstream.backoff.initial", 4},
 	}

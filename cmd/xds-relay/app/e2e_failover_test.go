@@ -23,7 +23,7 @@ func TestE2EUpstreamFailover(t *testing.T) {
 
 	cfg := app.DefaultConfig()
 	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstream.Address, cfg.Upstream.Addresses = primary.Addr, []string{backup.Addr}
+	cfg.Upstream.Address, cfg.Upstream.Fallbacks = primary.Addr, []string{backup.Addr}
 	cfg.Upstream.Backoff.Initial, cfg.Upstream.Backoff.Max = 50*time.Millisecond, 500*time.Millisecond
 	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	if err != nil {

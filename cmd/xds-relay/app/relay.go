@@ -78,10 +78,12 @@ type Option func(*Relay)
 // it, PUT {"level":"debug"} changes it at run time).
 func WithLogLevel(level zap.AtomicLevel) Option { return func(r *Relay) { r.level = &level } }
 
-// Start builds the relay from cfg and starts serving. Listen addresses with
-// port 0 pick a free port (see Addr and AdminAddr).
+// Start builds the relay from cfg and starts serving. Keys left at their
+// zero value take their defaults. Listen addresses with port 0 pick a free
+// port (see Addr and AdminAddr).
 func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
-	if err := cfg.Validate(); err != nil {
+	cfg.applyDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	classifier, err := cfg.classifier()
@@ -150,7 +152,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	if cfg.Upstream.Address != "" {
 		r.upstream, err = upstream.New(upstream.Config{
 			Address:      cfg.Upstream.Address,
-			Fallbacks:    cfg.Upstream.Addresses,
+			Fallbacks:    cfg.Upstream.Fallbacks,
 			DialOptions:  upstreamDial,
 			RelayID:      cfg.Upstream.RelayID,
 			Delta:        cfg.Upstream.Protocol == "delta",
@@ -200,8 +202,8 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		MaxStreams:        cfg.Limits.MaxStreams,
 		RequestsPerSecond: cfg.Limits.RequestsPerSecond,
 		RequestBurst:      cfg.Limits.RequestBurst,
-		MaxCollapses:      maxCollapses(cfg.Limits.MaxCollapses),
-		ParentRemovalWait: parentRemovalWait(cfg.Delta.ParentRemovalWait),
+		MaxCollapses:      cfg.Limits.MaxCollapses,     // negative: never, as in the file
+		ParentRemovalWait: cfg.Delta.ParentRemovalWait, // negative: never held, as in the file
 		Authorize:         authorize,
 		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
@@ -227,8 +229,9 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 		KeepaliveMinTime:   cfg.Server.KeepaliveMinTime,
 		MaxConnectionIdle:  cfg.Server.MaxConnectionIdle,
 		// drain.max_connection_age: see docs/operations.md, "Rebalancing".
-		MaxConnectionAge:      cfg.Drain.MaxConnectionAge,
-		MaxConnectionAgeGrace: cfg.Drain.MaxConnectionAgeGrace,
+		// gRPC's 0 is the file's negative: no limit.
+		MaxConnectionAge:      offIfNegative(cfg.Drain.MaxConnectionAge),
+		MaxConnectionAgeGrace: offIfNegative(cfg.Drain.MaxConnectionAgeGrace),
 	}.ServerOptions()...)
 	if serverTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
@@ -265,8 +268,9 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 			return nil, fmt.Errorf("rest listen %s: %w", cfg.REST.Listen, err)
 		}
 		// A held long poll must not be cut off by the write timeout.
-		r.restSrv = &http.Server{Handler: r.server.RESTHandler(cfg.REST.MaxHold),
-			ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.REST.MaxHold + 30*time.Second,
+		maxHold := offIfNegative(cfg.REST.MaxHold) // 0: every poll is answered at once
+		r.restSrv = &http.Server{Handler: r.server.RESTHandler(maxHold),
+			ReadHeaderTimeout: 10 * time.Second, WriteTimeout: maxHold + 30*time.Second,
 			ErrorLog: restErrorLog(log)}
 		if serverTLS != nil && !cfg.REST.Plaintext {
 			// REST follows the xDS listener: the same certificate, client
@@ -333,23 +337,6 @@ func (r *Relay) closeAll() {
 		_ = c.Close()
 	}
 	r.closers = nil
-}
-
-// maxCollapses maps the config's "0: never" to the relay's "negative: never".
-func maxCollapses(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
-}
-
-// parentRemovalWait maps the config's "0: never hold" to the relay's
-// "negative: never".
-func parentRemovalWait(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 func sourceDir(cfg Config) string {
