@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -110,6 +109,26 @@ func NewUpstream(cp *ControlPlane, classes []string, topo Topology) (*Upstream, 
 	return u, nil
 }
 
+// startUpstream starts a go-control-plane (snapshot cache) and publishes
+// generation 0 of topo to n node classes (className(k)), whose names it
+// returns. Stop it with CP.Stop.
+func startUpstream(n int, topo Topology) (*Upstream, []string, error) {
+	cp, err := StartControlPlane("snapshot")
+	if err != nil {
+		return nil, nil, err
+	}
+	classes := make([]string, n)
+	for k := range classes {
+		classes[k] = className(k)
+	}
+	u, err := NewUpstream(cp, classes, topo)
+	if err != nil {
+		cp.Stop()
+		return nil, nil, err
+	}
+	return u, classes, nil
+}
+
 // publish installs class's current configuration (mu held or not shared yet).
 func (u *Upstream) publish(class string) error {
 	cfg := u.configs[class]
@@ -160,19 +179,9 @@ func RunChurn(ctx context.Context, u *Upstream, ch Churn, rate float64, gate syn
 		<-ctx.Done()
 		return nil
 	}
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return every(ctx, perSecond(rate), func() error {
 		gate.Lock()
-		err := u.Change(ch)
-		gate.Unlock()
-		if err != nil {
-			return err
-		}
-	}
+		defer gate.Unlock()
+		return u.Change(ch)
+	})
 }

@@ -115,6 +115,7 @@ func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, 
 	raw := grpc.ForceCodecV2(wire.NewCodec())
 	ads := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
 	cds := clusterservice.NewClusterDiscoveryServiceClient(conn)
+	// recv receives one response and reports it where its type goes.
 	recv := func(st grpc.ClientStream) (Receipt, string, error) {
 		var m wire.Raw
 		if err := st.RecvMsg(&m); err != nil {
@@ -122,59 +123,63 @@ func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, 
 		}
 		at := time.Now()
 		r, nonce, err := parseReceipt(m.Bytes, opts.Delta)
+		if err != nil {
+			return Receipt{}, "", err
+		}
 		r.Client, r.At = id, at
-		if opts.HashResources && err == nil && !opts.Delta {
+		if opts.HashResources && !opts.Delta {
 			resp, _ := wire.ParseResponse(m.Bytes)
 			for _, res := range resp.Resources {
 				r.Hashes = append(r.Hashes, ContentHash(res))
 			}
 		}
-		return r, nonce, err
-	}
-	// deliver reports r where its type goes.
-	deliver := func(r Receipt) {
 		if r.TypeURL == EndpointType && opts.EDSOut != nil {
 			report(ctx, opts.EDSOut, r)
-			return
+		} else {
+			report(ctx, out, r)
 		}
-		report(ctx, out, r)
+		return r, nonce, nil
 	}
 	if opts.Delta {
 		open := ads.DeltaAggregatedResources
 		if opts.Service == ServiceCDS {
 			open = cds.DeltaClusters
 		}
-		st, err := open(ctx, raw)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
-			return nil, err
-		}
-		return func() error {
-			r, nonce, err := recv(st)
-			if err != nil {
-				return err
-			}
-			deliver(r)
-			return st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: nonce})
-		}, nil
+		first := []*discoverygrpc.DeltaDiscoveryRequest{{Node: node, TypeUrl: ClusterType}}
+		return subscribe(ctx, open, raw, first, recv, func(_ Receipt, nonce string) *discoverygrpc.DeltaDiscoveryRequest {
+			return &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: nonce}
+		})
 	}
 	open := ads.StreamAggregatedResources
 	if opts.Service == ServiceCDS {
 		open = cds.StreamClusters
 	}
-	st, err := open(ctx, raw)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.Send(&discoverygrpc.DiscoveryRequest{Node: node, TypeUrl: ClusterType}); err != nil {
-		return nil, err
-	}
+	first := []*discoverygrpc.DiscoveryRequest{{Node: node, TypeUrl: ClusterType}}
 	var eds []string
 	if opts.EDS != "" {
 		eds = []string{opts.EDS}
-		if err := st.Send(&discoverygrpc.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: eds}); err != nil {
+		first = append(first, &discoverygrpc.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: eds})
+	}
+	return subscribe(ctx, open, raw, first, recv, func(r Receipt, nonce string) *discoverygrpc.DiscoveryRequest {
+		ack := &discoverygrpc.DiscoveryRequest{TypeUrl: r.TypeURL, VersionInfo: r.Version, ResponseNonce: nonce}
+		if r.TypeURL == EndpointType {
+			ack.ResourceNames = eds
+		}
+		return ack
+	})
+}
+
+// subscribe opens a stream with open and sends the first requests; the
+// returned function receives and reports one response (recv) and sends
+// the ACK that ack makes of it. One function serves SotW and delta.
+func subscribe[Req, Resp any](ctx context.Context, open func(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error), codec grpc.CallOption,
+	first []*Req, recv func(grpc.ClientStream) (Receipt, string, error), ack func(r Receipt, nonce string) *Req) (func() error, error) {
+	st, err := open(ctx, codec)
+	if err != nil {
+		return nil, err
+	}
+	for _, req := range first {
+		if err := st.Send(req); err != nil {
 			return nil, err
 		}
 	}
@@ -183,12 +188,7 @@ func openStream(ctx context.Context, conn *grpc.ClientConn, opts ClientOptions, 
 		if err != nil {
 			return err
 		}
-		deliver(r)
-		ack := &discoverygrpc.DiscoveryRequest{TypeUrl: r.TypeURL, VersionInfo: r.Version, ResponseNonce: nonce}
-		if r.TypeURL == EndpointType {
-			ack.ResourceNames = eds
-		}
-		return st.Send(ack)
+		return st.Send(ack(r, nonce))
 	}, nil
 }
 

@@ -109,33 +109,24 @@ func (cp *ControlPlane) serve(lis net.Listener) {
 	cp.incarnation = append(cp.incarnation, 0)
 	inc := len(cp.incarnation) - 1
 	cp.mu.Unlock()
-	opened := func() {
+	opened := func(context.Context, int64, string) error {
 		cp.mu.Lock()
 		cp.streams++
 		cp.incarnation[inc]++
 		cp.mu.Unlock()
+		return nil
+	}
+	requested := func() error {
+		cp.mu.Lock()
+		cp.requests++
+		cp.mu.Unlock()
+		return nil
 	}
 	cb := server.CallbackFuncs{
-		StreamOpenFunc: func(context.Context, int64, string) error {
-			opened()
-			return nil
-		},
-		StreamRequestFunc: func(int64, *discoverygrpc.DiscoveryRequest) error {
-			cp.mu.Lock()
-			cp.requests++
-			cp.mu.Unlock()
-			return nil
-		},
-		DeltaStreamOpenFunc: func(context.Context, int64, string) error {
-			opened()
-			return nil
-		},
-		StreamDeltaRequestFunc: func(int64, *discoverygrpc.DeltaDiscoveryRequest) error {
-			cp.mu.Lock()
-			cp.requests++
-			cp.mu.Unlock()
-			return nil
-		},
+		StreamOpenFunc:         opened,
+		DeltaStreamOpenFunc:    opened,
+		StreamRequestFunc:      func(int64, *discoverygrpc.DiscoveryRequest) error { return requested() },
+		StreamDeltaRequestFunc: func(int64, *discoverygrpc.DeltaDiscoveryRequest) error { return requested() },
 	}
 	srv := server.NewServer(ctx, c, cb)
 	cp.grpcSrv = grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))

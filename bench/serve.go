@@ -100,46 +100,46 @@ func Serve(args []string, in io.Reader, out io.Writer) error {
 	return sc.Err()
 }
 
-// execute runs one command line and returns the reply line.
+// execute runs one command line and returns the reply line. A change made
+// ("set", "eds") is answered with the instant it was made.
 func execute(t servedTarget, line string) string {
 	f := strings.Fields(line)
-	switch {
-	case len(f) == 3 && f[0] == "set":
-		changed, err := strconv.Atoi(f[2])
-		if err != nil {
-			return "error " + err.Error()
-		}
-		if err := t.set(f[1], changed); err != nil {
-			return "error " + err.Error()
-		}
-		return fmt.Sprintf("ok %d", time.Now().UnixNano())
-	case len(f) == 3 && f[0] == "prepare":
-		changed, err := strconv.Atoi(f[2])
-		if err != nil {
-			return "error " + err.Error()
-		}
-		if err := t.prepare(f[1], changed); err != nil {
-			return "error " + err.Error()
-		}
-		return "ok"
-	case len(f) == 3 && f[0] == "eds":
-		class, err := strconv.Atoi(f[1])
-		if err != nil {
-			return "error " + err.Error()
-		}
-		seq, err := strconv.Atoi(f[2])
-		if err != nil {
-			return "error " + err.Error()
-		}
-		if err := t.setAssignment(class, seq); err != nil {
-			return "error " + err.Error()
-		}
-		return fmt.Sprintf("ok %d", time.Now().UnixNano())
-	case len(f) == 1 && f[0] == "counts":
+	if len(f) == 1 && f[0] == "counts" {
 		s, r := t.counts()
 		return fmt.Sprintf("counts %d %d", s, r)
 	}
-	return fmt.Sprintf("error unknown command %q", line)
+	unknown := fmt.Sprintf("error unknown command %q", line)
+	if len(f) != 3 {
+		return unknown
+	}
+	var err error
+	switch f[0] {
+	case "set":
+		err = withInt(f[2], func(changed int) error { return t.set(f[1], changed) })
+	case "prepare":
+		if err = withInt(f[2], func(changed int) error { return t.prepare(f[1], changed) }); err == nil {
+			return "ok"
+		}
+	case "eds":
+		err = withInt(f[1], func(class int) error {
+			return withInt(f[2], func(seq int) error { return t.setAssignment(class, seq) })
+		})
+	default:
+		return unknown
+	}
+	if err != nil {
+		return "error " + err.Error()
+	}
+	return fmt.Sprintf("ok %d", time.Now().UnixNano())
+}
+
+// withInt calls do with the number s spells.
+func withInt(s string, do func(int) error) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return err
+	}
+	return do(n)
 }
 
 // servedControlPlane is the direct target's child: go-control-plane itself.

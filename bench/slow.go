@@ -76,20 +76,12 @@ func RunSlow(ctx context.Context, cfg SlowConfig) (*SlowResult, error) {
 	if err := errors.Join(cfg.Topology.Validate(), cfg.Churn.Validate()); err != nil {
 		return nil, err
 	}
-	cp, err := StartControlPlane("snapshot")
+	up, classes, err := startUpstream(cfg.Classes, cfg.Topology)
 	if err != nil {
 		return nil, err
 	}
-	defer cp.Stop()
-	classes := make([]string, cfg.Classes)
-	for k := range classes {
-		classes[k] = className(k)
-	}
-	up, err := NewUpstream(cp, classes, cfg.Topology)
-	if err != nil {
-		return nil, err
-	}
-	relay, err := StartRelayChild(ctx, RelayChildConfig{Bin: cfg.RelayBin, Upstream: cp.Addr, ConfigFile: cfg.ConfigFile, Stderr: cfg.RelayStderr, Timeout: cfg.Timeout})
+	defer up.CP.Stop()
+	relay, err := StartRelayChild(ctx, RelayChildConfig{Bin: cfg.RelayBin, Upstream: up.CP.Addr, ConfigFile: cfg.ConfigFile, Stderr: cfg.RelayStderr, Timeout: cfg.Timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +126,7 @@ func RunSlow(ctx context.Context, cfg SlowConfig) (*SlowResult, error) {
 	sampled := make(chan []RSSSample, 1)
 	go func() { sampled <- sampleRSS(sampleCtx, relay, start, 250*time.Millisecond) }()
 	cfg.Log("changes at %v/s for %v", cfg.Rate, cfg.Duration)
-	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	interval := perSecond(cfg.Rate)
 	more := func() bool {
 		switch {
 		case ctx.Err() != nil:
@@ -200,32 +192,16 @@ func RunSlow(ctx context.Context, cfg SlowConfig) (*SlowResult, error) {
 	return res, nil
 }
 
-// sampleRSS reads the relay's RSS every period until ctx ends.
+// sampleRSS reads the relay's RSS now and every period until ctx ends.
 func sampleRSS(ctx context.Context, relay *RelayChild, start time.Time, period time.Duration) []RSSSample {
 	var out []RSSSample
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
+	sample := func() error {
 		if u, err := relay.Usage(); err == nil {
 			out = append(out, RSSSample{At: time.Since(start), RSS: u.RSS})
 		}
-		select {
-		case <-ctx.Done():
-			return out
-		case <-tick.C:
-		}
+		return nil
 	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	sample()
+	every(ctx, period, sample)
+	return out
 }

@@ -91,20 +91,14 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if cfg.Classes < 1 || cfg.Clients < cfg.Classes {
 		return nil, fmt.Errorf("need at least one class and one client per class (classes %d, clients %d)", cfg.Classes, cfg.Clients)
 	}
-	cp, err := StartControlPlane("snapshot")
+	s := &soak{cfg: cfg}
+	up, classes, err := startUpstream(cfg.Classes, cfg.Topology)
 	if err != nil {
 		return nil, err
 	}
-	defer cp.Stop()
-	classes := make([]string, cfg.Classes)
-	for k := range classes {
-		classes[k] = className(k)
-	}
-	s := &soak{cfg: cfg}
-	if s.upstream, err = NewUpstream(cp, classes, cfg.Topology); err != nil {
-		return nil, err
-	}
-	if s.relay, err = StartRelayChild(ctx, RelayChildConfig{Bin: cfg.RelayBin, Upstream: cp.Addr, UpstreamDelta: cfg.UpstreamDelta,
+	defer up.CP.Stop()
+	s.upstream = up
+	if s.relay, err = StartRelayChild(ctx, RelayChildConfig{Bin: cfg.RelayBin, Upstream: up.CP.Addr, UpstreamDelta: cfg.UpstreamDelta,
 		ConfigFile: cfg.ConfigFile, Stderr: cfg.RelayStderr, Timeout: cfg.ConvergeTimeout}); err != nil {
 		return nil, err
 	}
@@ -156,7 +150,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	}
 	res.RelayCPU, res.RelayRSS = u.CPU, u.RSS
 	res.Updates = s.upstream.Updates()
-	res.UpstreamStreams = cp.StreamsPerIncarnation()
+	res.UpstreamStreams = up.CP.StreamsPerIncarnation()
 	for _, c := range s.clients {
 		res.Responses += c.responses.Load()
 	}
@@ -203,18 +197,13 @@ func (s *soak) churnClients(ctx context.Context) int64 {
 		<-ctx.Done()
 		return 0
 	}
-	tick := time.NewTicker(time.Duration(float64(time.Second) / s.cfg.ClientChurnRate))
-	defer tick.Stop()
 	var n int64
-	for {
-		select {
-		case <-ctx.Done():
-			return n
-		case <-tick.C:
-			s.clients[rand.IntN(len(s.clients))].Reconnect()
-			n++
-		}
-	}
+	every(ctx, perSecond(s.cfg.ClientChurnRate), func() error {
+		s.clients[rand.IntN(len(s.clients))].Reconnect()
+		n++
+		return nil
+	})
+	return n
 }
 
 // restarts takes the upstream down every RestartEvery until ctx ends:
@@ -222,14 +211,7 @@ func (s *soak) churnClients(ctx context.Context) int64 {
 // address; it measures the time until every client holds the new state.
 func (s *soak) restarts(ctx context.Context, res *SoakResult) error {
 	cfg := s.cfg
-	tick := time.NewTicker(cfg.RestartEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return every(ctx, cfg.RestartEvery, func() error {
 		s.quiet.Lock()
 		s.upstream.CP.Down()
 		down := cfg.MaxDown/4 + rand.N(cfg.MaxDown-cfg.MaxDown/4+1)
@@ -249,11 +231,12 @@ func (s *soak) restarts(ctx context.Context, res *SoakResult) error {
 		if err != nil {
 			res.NotConverged++
 			cfg.Log("restart %d (down %v): %v", res.UpstreamRestarts, down.Round(time.Millisecond), err)
-			continue
+			return nil
 		}
 		res.Convergence = append(res.Convergence, d)
 		cfg.Log("restart %d (down %v): every client converged %v after the upstream returned", res.UpstreamRestarts, down.Round(time.Millisecond), d.Round(time.Millisecond))
-	}
+		return nil
+	})
 }
 
 // awaitConvergence waits for every client (see awaitConvergence).

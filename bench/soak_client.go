@@ -120,13 +120,13 @@ func (c *ProxyClient) session(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.serveDelta(s, node)
+		return c.serve(s, &deltaProxy{c: c, s: s, node: node})
 	}
 	s, err := ads.StreamAggregatedResources(sctx, raw)
 	if err != nil {
 		return err
 	}
-	return c.serveSotW(s, node)
+	return c.serve(s, newSotWProxy(c, s, node))
 }
 
 // entry is one resource of a response.

@@ -4,8 +4,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
 )
 
 // timedADS is go-control-plane's ADS server with every stream wrapped to
@@ -18,55 +20,45 @@ type timedADS struct {
 }
 
 func (t timedADS) StreamAggregatedResources(st discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
-	return t.Server.StreamAggregatedResources(&timedSotw{AggregatedDiscoveryService_StreamAggregatedResourcesServer: st, cp: t.cp})
+	return t.Server.StreamAggregatedResources(newTimed(t.cp, st, (*discoverygrpc.DiscoveryRequest).GetNode,
+		(*discoverygrpc.DiscoveryResponse).GetTypeUrl, (*discoverygrpc.DiscoveryResponse).GetVersionInfo))
 }
 
 func (t timedADS) DeltaAggregatedResources(st discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	return t.Server.DeltaAggregatedResources(&timedDelta{AggregatedDiscoveryService_DeltaAggregatedResourcesServer: st, cp: t.cp})
+	return t.Server.DeltaAggregatedResources(newTimed(t.cp, st, (*discoverygrpc.DeltaDiscoveryRequest).GetNode,
+		(*discoverygrpc.DeltaDiscoveryResponse).GetTypeUrl, (*discoverygrpc.DeltaDiscoveryResponse).GetSystemVersionInfo))
 }
 
-// timedSotw learns the stream's class from its first request's node (go-
-// control-plane's server reads and sends on different goroutines).
-type timedSotw struct {
-	discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer
-	cp    *ControlPlane
-	class classOnce
+// timedStream is one ADS stream, SotW or delta, that learns its class from
+// its first request's node (go-control-plane's server reads and sends on
+// different goroutines) and notes when each response was sent.
+type timedStream[Req, Resp any] struct {
+	// Set at construction, read-only: the stream, the control plane and
+	// the protocol's accessors.
+	grpc.BidiStreamingServer[Req, Resp]
+	cp               *ControlPlane
+	node             func(*Req) *corev3.Node
+	typeURL, version func(*Resp) string
+
+	class classOnce // atomic: learned by Recv, read by Send
 }
 
-func (s *timedSotw) Recv() (*discoverygrpc.DiscoveryRequest, error) {
-	req, err := s.AggregatedDiscoveryService_StreamAggregatedResourcesServer.Recv()
+func newTimed[Req, Resp any](cp *ControlPlane, st grpc.BidiStreamingServer[Req, Resp], node func(*Req) *corev3.Node, typeURL, version func(*Resp) string) *timedStream[Req, Resp] {
+	return &timedStream[Req, Resp]{BidiStreamingServer: st, cp: cp, node: node, typeURL: typeURL, version: version}
+}
+
+func (s *timedStream[Req, Resp]) Recv() (*Req, error) {
+	req, err := s.BidiStreamingServer.Recv()
 	if err == nil {
-		s.class.learn(req.GetNode().GetCluster())
+		s.class.learn(s.node(req).GetCluster())
 	}
 	return req, err
 }
 
-func (s *timedSotw) Send(resp *discoverygrpc.DiscoveryResponse) error {
-	err := s.AggregatedDiscoveryService_StreamAggregatedResourcesServer.Send(resp)
+func (s *timedStream[Req, Resp]) Send(resp *Resp) error {
+	err := s.BidiStreamingServer.Send(resp)
 	if err == nil {
-		s.cp.recordSent(sentKey{s.class.get(), resp.GetTypeUrl(), resp.GetVersionInfo()}, time.Now())
-	}
-	return err
-}
-
-type timedDelta struct {
-	discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
-	cp    *ControlPlane
-	class classOnce
-}
-
-func (s *timedDelta) Recv() (*discoverygrpc.DeltaDiscoveryRequest, error) {
-	req, err := s.AggregatedDiscoveryService_DeltaAggregatedResourcesServer.Recv()
-	if err == nil {
-		s.class.learn(req.GetNode().GetCluster())
-	}
-	return req, err
-}
-
-func (s *timedDelta) Send(resp *discoverygrpc.DeltaDiscoveryResponse) error {
-	err := s.AggregatedDiscoveryService_DeltaAggregatedResourcesServer.Send(resp)
-	if err == nil {
-		s.cp.recordSent(sentKey{s.class.get(), resp.GetTypeUrl(), resp.GetSystemVersionInfo()}, time.Now())
+		s.cp.recordSent(sentKey{s.class.get(), s.typeURL(resp), s.version(resp)}, time.Now())
 	}
 	return err
 }

@@ -12,10 +12,6 @@ import (
 // same hash, so per-resource versions agree across a relay tier.
 func ResourceHash(encoded []byte) uint64 { return xxhash.Sum64(encoded) }
 
-// ResourceHashTTL is the content hash of a resource delivered with a TTL
-// (the encoded Duration): a new TTL is a new version of the resource.
-func ResourceHashTTL(encoded, ttl []byte) uint64 { return ResourceHashFull(encoded, ttl, nil) }
-
 // ResourceHashFull is the content hash of a resource with its TTL and
 // aliases (delta upstreams): a change of either is a change of the resource.
 func ResourceHashFull(encoded, ttl []byte, aliases []string) uint64 {
@@ -51,7 +47,8 @@ func WithVersion(hash uint64, version string) uint64 {
 // version. Callers feed the pairs in a canonical order (sorted by name) so the
 // result does not depend on the order the upstream used.
 //
-// The zero value is not usable; call NewSetHasher.
+// The zero value is not usable; call NewSetHasher. Owned by the goroutine
+// that created it; not safe for concurrent use.
 type SetHasher struct {
 	d   *xxhash.Digest
 	buf [8]byte

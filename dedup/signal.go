@@ -3,7 +3,8 @@ package dedup
 // Signal collapses any number of "something changed" notifications into one
 // pending wake-up: a buffer-1 channel. Notify never blocks; the owner of the
 // signal drains C and then re-reads the state it guards, so no change is lost
-// and a burst costs one wake-up.
+// and a burst costs one wake-up. Read-only after creation (the channel is
+// the synchronisation): any goroutine may Notify, one owner receives.
 type Signal struct{ c chan struct{} }
 
 // NewSignal returns an unsignalled Signal.

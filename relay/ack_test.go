@@ -14,16 +14,13 @@ func TestACKDoesNotResend(t *testing.T) {
 
 	c := h.ads(t)
 	c.subscribe(ClusterType)
-	r1 := c.nextOf(ClusterType)
-	wantResources(t, r1, a1, b1)
-	c.ack(r1)
+	r1 := c.ackNext(ClusterType, a1, b1)
 	c.fence() // the ACK provoked no response
 	if ts := h.typeStatus(t, ClusterType); ts.ACKs != 1 || ts.AckedVersion != r1.VersionInfo {
 		t.Fatalf("status after ACK: acks=%d acked=%q, want 1 and %q", ts.ACKs, ts.AckedVersion, r1.VersionInfo)
 	}
 
-	a2 := resource(t, ClusterType, "A", 2)
-	h.apply(ClusterType, false, a2)
+	a2 := h.put(t, ClusterType, false, "A", 2)
 	r2 := c.nextOf(ClusterType)
 	wantResources(t, r2, a2, b1)
 	if r2.VersionInfo == r1.VersionInfo || r2.Nonce == r1.Nonce {
@@ -31,32 +28,28 @@ func TestACKDoesNotResend(t *testing.T) {
 	}
 	c.ack(r2)
 	c.fence()
-	expectNothing(t, c, quietWindow)
+	c.expectNothing(quietWindow)
 }
 
 // The same on a per-type stream, where no request barrier exists: wait for
 // the relay to count the ACK, then a change must be the next response.
 func TestACKDoesNotResendPerType(t *testing.T) {
 	h := newHarness(t)
-	a1 := resource(t, EndpointType, "A", 1)
-	h.apply(EndpointType, true, a1)
+	a1 := h.put(t, EndpointType, true, "A", 1)
 
 	c := h.perType(t, EndpointType)
 	c.subscribe(EndpointType, "A")
-	r1 := c.nextOf(EndpointType)
-	wantResources(t, r1, a1)
-	c.ack(r1)
+	r1 := c.ackNext(EndpointType, a1)
 	eventually(t, "the ACK to be counted", func() bool { return h.typeStatus(t, EndpointType).ACKs == 1 })
 
-	a2 := resource(t, EndpointType, "A", 2)
-	h.apply(EndpointType, false, a2)
+	a2 := h.put(t, EndpointType, false, "A", 2)
 	r2 := c.nextOf(EndpointType)
 	wantResources(t, r2, a2)
 	if r2.VersionInfo == r1.VersionInfo {
 		t.Fatalf("change pushed the old version %q", r2.VersionInfo)
 	}
 	c.ack(r2)
-	expectNothing(t, c, quietWindow)
+	c.expectNothing(quietWindow)
 }
 
 // A NACKed version is not resent; the next different version is.
@@ -73,20 +66,17 @@ func TestNACKDoesNotResendRejectedVersion(t *testing.T) {
 	c.subscribe(EndpointType, "A")
 	c.ack(c.nextOf(EndpointType))
 
-	a2 := resource(t, ClusterType, "A", 2)
-	h.apply(ClusterType, false, a2)
+	a2 := h.put(t, ClusterType, false, "A", 2)
 	r2 := c.nextOf(ClusterType)
 	wantResources(t, r2, a2)
 	c.nack(r2, r1.VersionInfo, "cluster A: bad config")
 	c.fence() // the NACK provoked no response: V2 not resent
 
 	// Push barrier on another type: the next response is that push.
-	e2 := resource(t, EndpointType, "A", 2)
-	h.apply(EndpointType, false, e2)
+	e2 := h.put(t, EndpointType, false, "A", 2)
 	wantResources(t, c.nextOf(EndpointType), e2)
 
-	a3 := resource(t, ClusterType, "A", 3)
-	h.apply(ClusterType, false, a3)
+	a3 := h.put(t, ClusterType, false, "A", 3)
 	r3 := c.nextOf(ClusterType)
 	wantResources(t, r3, a3)
 	if r3.VersionInfo == r2.VersionInfo || r3.VersionInfo == r1.VersionInfo {
@@ -108,13 +98,10 @@ func TestStaleNonceIgnored(t *testing.T) {
 
 	c := h.ads(t)
 	c.subscribe(EndpointType, "A")
-	r1 := c.nextOf(EndpointType)
-	wantResources(t, r1, a1)
-	c.ack(r1)
+	r1 := c.ackNext(EndpointType, a1)
 	c.fence() // the ACK is handled before r2 exists
 
-	a2 := resource(t, EndpointType, "A", 2)
-	h.apply(EndpointType, false, a2)
+	a2 := h.put(t, EndpointType, false, "A", 2)
 	r2 := c.nextOf(EndpointType)
 	wantResources(t, r2, a2)
 
@@ -128,8 +115,7 @@ func TestStaleNonceIgnored(t *testing.T) {
 
 	// The subscription is still [A]: B's change is not pushed, A's is.
 	h.apply(EndpointType, false, resource(t, EndpointType, "B", 2))
-	a3 := resource(t, EndpointType, "A", 3)
-	h.apply(EndpointType, false, a3)
+	a3 := h.put(t, EndpointType, false, "A", 3)
 	r3 := c.nextOf(EndpointType)
 	wantResources(t, r3, a3)
 
@@ -160,8 +146,7 @@ func TestIdenticalContentNotPushed(t *testing.T) {
 	h.apply(EndpointType, false, resource(t, EndpointType, "B", 2))
 	c.fence()
 
-	b2 := resource(t, ClusterType, "B", 2)
-	h.apply(ClusterType, false, b2)
+	b2 := h.put(t, ClusterType, false, "B", 2)
 	r2 := c.nextOf(ClusterType)
 	wantResources(t, r2, resource(t, ClusterType, "A", 1), b2)
 	if r2.VersionInfo == r1.VersionInfo {

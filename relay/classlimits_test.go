@@ -20,7 +20,11 @@ func limitedClass(t *testing.T, h *harness, l shard.Limits) (*corev3.Node, *shar
 	t.Helper()
 	h.registry.SetClassLimits(l)
 	node := &corev3.Node{Id: "limited-1", Cluster: "limited"}
-	return node, h.registry.ClassFor(node)
+	class, err := h.registry.Acquire(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, class
 }
 
 // A client whose subscription would push its class's union past a class
@@ -54,7 +58,10 @@ func TestClassLimitREST(t *testing.T) {
 	h := newHarness(t)
 	_, class := limitedClass(t, h, shard.Limits{MaxTypes: 1})
 	w := &restWatcher{sig: dedup.NewSignal()}
-	s := class.Subscribe(ClusterType, shard.NewSubscription(nil, true), w)
+	s, err := class.TrySubscribe(ClusterType, shard.NewSubscription(nil, true), w)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer class.Unsubscribe(s, w)
 	ts := httptest.NewServer(h.srv.RESTHandler(0))
 	defer ts.Close()

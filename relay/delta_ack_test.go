@@ -17,9 +17,7 @@ func TestDeltaStaleNonceHonoured(t *testing.T) {
 	c := h.deltaADS(t)
 
 	c.subscribe(EndpointType, "A")
-	r1 := c.nextOf(EndpointType)
-	wantDelta(t, r1, nil, ep("A", 1))
-	c.ack(r1)
+	r1 := c.ackNext(EndpointType, nil, ep("A", 1))
 	c.fence()
 
 	h.apply(EndpointType, false, ep("A", 2))
@@ -55,9 +53,7 @@ func TestDeltaNACK(t *testing.T) {
 	c := h.deltaADS(t)
 
 	c.subscribe(EndpointType, "A", "B")
-	r1 := c.nextOf(EndpointType)
-	wantDelta(t, r1, nil, ep("A", 1), ep("B", 1))
-	c.ack(r1)
+	c.ackNext(EndpointType, nil, ep("A", 1), ep("B", 1))
 	c.fence()
 
 	h.apply(EndpointType, false, ep("A", 2))
@@ -76,9 +72,7 @@ func TestDeltaNACK(t *testing.T) {
 	c.fence() // the ACK is handled before r4 is sent (else it is stale)
 
 	h.apply(EndpointType, false, ep("A", 3))
-	r4 := c.nextOf(EndpointType)
-	wantDelta(t, r4, nil, ep("A", 3))
-	c.ack(r4)
+	r4 := c.ackNext(EndpointType, nil, ep("A", 3))
 	c.fence()
 
 	ts := h.typeStatus(t, EndpointType)

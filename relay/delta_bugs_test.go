@@ -50,8 +50,11 @@ func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
 	h.apply(RuntimeType, false, rt("R", 1), rt("S", 1))
 
 	w1, w2 := newStallWatcher(), newStallWatcher()
-	s1 := h.class.Subscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w1)
-	s2 := h.class.Subscribe(RuntimeType, shard.NewSubscription([]string{"S"}, false), w2)
+	s1, err1 := h.class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w1)
+	s2, err2 := h.class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"S"}, false), w2)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
 	var once1, once2 sync.Once
 	release1 := func() { once1.Do(func() { close(w1.release) }) }
 	release2 := func() { once2.Do(func() { close(w2.release) }) }

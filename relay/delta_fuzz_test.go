@@ -1,12 +1,10 @@
 package relay
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -14,41 +12,31 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// FuzzDeltaRequests drives a real deltaStream (handle as the reader, collect
-// through flush as the writer) with a fuzzed sequence of requests and class
-// updates (from one kind of upstream per run: complete states, merges or
-// incremental updates with removals, and the upstream's reports of what it
-// asked for), and checks it against a model of the client, which applies
-// responses (resources add or replace, removals delete), declares versions
-// on reconnect (initial_resource_versions) and drops what it unsubscribes:
+// FuzzDeltaRequests drives a real deltaStream through runStreamFuzz (which
+// lists the checks of both stream fuzzers and the input format) against a
+// model of a delta client, which applies responses (resources add or
+// replace, removals delete), declares versions on reconnect
+// (initial_resource_versions) and drops what it unsubscribes. Besides the
+// shared checks:
 //
-//   - handle rejects exactly the bad requests, with InvalidArgument or
-//     ResourceExhausted;
-//   - every response decodes, has a fresh nonce, a system version, the
-//     type URL of a subscribed type, distinct resources exactly as the
-//     upstream sent them at their content version, only subscribed ones,
-//     and no name both sent and removed; an empty response is only the
-//     first answer to a wildcard;
+//   - every response has a system version, resources at their content
+//     version and no name both sent and removed; an empty response is only
+//     the first answer to a wildcard;
 //   - a removed name is never one the subscription covers and its shard
 //     holds, unless a later response of the same writer step sends it;
-//   - the stream's subscription is the one the spec's rules give;
 //   - after each writer step, the client holds every resource of its
 //     shard's current content at its version, and nothing it covers that
-//     the shard knows does not exist;
-//   - the stream holds exactly one shard per subscribed type, and none once
-//     released; a released stream is told of nothing.
+//     the shard knows does not exist.
 //
-// Input format (see deltaSeeds): that of FuzzSotWRequests, with delta
-// requests (see deltaFuzz.request). testdata/fuzz/FuzzDeltaRequests holds
-// the inputs that found bugs, replayed by go test; run one with the steps
-// logged: XDS_FUZZ_TRACE=1 go test -v -run=FuzzDeltaRequests/NAME ./relay/
+// Requests: see deltaFuzz.request; seeds: deltaSeeds.
+// testdata/fuzz/FuzzDeltaRequests holds the inputs that found bugs, replayed
+// by go test; run one with the steps logged:
+// XDS_FUZZ_TRACE=1 go test -v -run=FuzzDeltaRequests/NAME ./relay/
 func FuzzDeltaRequests(f *testing.F) {
-	res := newFuzzResources(f)
-	for _, seed := range deltaSeeds() {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		runDeltaFuzz(t, res, data)
+	fuzzStream(f, deltaSeeds(), func(z *streamFuzz, srv *Server) fuzzModel {
+		m := &deltaFuzz{streamFuzz: z, tr: newFuzzTransport[*deltaRequest](z), types: map[string]*deltaFuzzType{}}
+		z.st = deltaUnderTest(srv, m.tr, z.service())
+		return m
 	})
 }
 
@@ -63,85 +51,19 @@ type deltaFuzzType struct {
 
 func (m *deltaFuzzType) covers(name string) bool { return m.wildcard || m.names[name] }
 
+// deltaFuzz is the delta client model of FuzzDeltaRequests.
 type deltaFuzz struct {
-	t     *testing.T
-	res   *fuzzResources
-	class *shard.Class
-	st    *deltaStream
-	tr    *fuzzTransport[*deltaRequest]
+	*streamFuzz
+	tr *fuzzTransport[*deltaRequest]
 
-	ads        bool
-	fixed      string
-	maxTypes   int
-	maxNames   int
-	classified bool
-
-	types  map[string]*deltaFuzzType
-	nonces map[string]bool
-}
-
-func runDeltaFuzz(t *testing.T, res *fuzzResources, data []byte) {
-	in := &fuzzBytes{b: data}
-	h := in.next()
-	srv, class, node := fuzzServer(h&4 != 0, h&8 != 0)
-	z := &deltaFuzz{t: t, res: res, class: class, ads: h&1 == 0, fixed: fuzzTypes[(h>>1)&1],
-		maxTypes: srv.opts.MaxTypesPerStream, maxNames: srv.opts.MaxResourceNames,
-		types: map[string]*deltaFuzzType{}, nonces: map[string]bool{}}
-	z.tr = &fuzzTransport[*deltaRequest]{ctx: context.Background()}
-	fixed, variant := "", "delta-ads"
-	if !z.ads {
-		fixed, variant = z.fixed, "delta-per-type"
-	}
-	z.st = &deltaStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*deltaSub{}}
-
-	upstream := newFuzzUpstream(t, h, res, class)
-	requests := 0
-	alive := true
-	for steps := 0; alive && in.more() && steps < maxFuzzSteps; steps++ {
-		o := in.next()
-		switch o & 3 {
-		case 0:
-			if requests++; requests > maxFuzzRequests {
-				continue
-			}
-			alive = z.request(in, node)
-		case 1:
-			upstream.step(in, o)
-		default:
-			z.flush()
-		}
-		z.checkWatched()
-	}
-	if alive {
-		z.flush()
-	}
-
-	releaseAll(&z.st.streamBase, z.st.types, z.st, z.st)
-	for _, ts := range class.Status() {
-		if len(ts.Shards) > 0 {
-			t.Fatalf("%s: released stream left shards %+v", short(ts.TypeURL), ts.Shards)
-		}
-	}
-	z.st.mu.Lock()
-	before := len(z.st.queue.entries)
-	z.st.mu.Unlock()
-	for _, typeURL := range fuzzTypes {
-		class.ApplyDelta(typeURL, []*shard.Resource{res.get(typeURL, "a", len(data))}, []string{"b"})
-	}
-	z.st.mu.Lock()
-	after := len(z.st.queue.entries)
-	z.st.mu.Unlock()
-	if after != before {
-		t.Fatalf("released stream was queued %d responses", after-before)
-	}
+	types map[string]*deltaFuzzType
 }
 
 // request runs one reader step; it reports whether the stream lives on.
 // Bits of the first byte: 0-1 type, 2 no node, 3-4 nonce, 5 NACK, 6 with
 // initial_resource_versions; of the second: 0-1 subscribed names, 2-3
 // unsubscribed names, 4-5 initial versions.
-func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
-	t := z.t
+func (z *deltaFuzz) request(in *fuzzBytes) bool {
 	r1, r2 := in.next(), in.next()
 	typ := typeSel(r1)
 	var sub, unsub []string
@@ -152,37 +74,16 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 		unsub = append(unsub, fuzzReqNames[in.next()%16])
 	}
 
-	typeURL, code, why := typ, codes.OK, ""
-	switch {
-	case z.ads && typ == "":
-		code, why = codes.InvalidArgument, "empty type_url on ADS"
-	case !z.ads && typ == "":
-		typeURL = z.fixed
-	case !z.ads && typ != z.fixed:
-		code, why = codes.InvalidArgument, "type_url of another service"
-	}
 	withNode := r1&4 == 0
-	if code == codes.OK && !z.classified {
-		if !withNode {
-			code, why = codes.InvalidArgument, "first request without node"
-		}
-		z.classified = true
-	}
+	typeURL, code, why := z.admit(typ, withNode)
+	m := z.types[typeURL]
 	if code == codes.OK {
-		switch {
-		case len(sub) > z.maxNames:
-			code, why = codes.ResourceExhausted, "too many subscribed names"
-		case len(unsub) > z.maxNames:
-			code, why = codes.ResourceExhausted, "too many unsubscribed names"
-		case z.types[typeURL] == nil && len(z.types) >= z.maxTypes:
-			code, why = codes.ResourceExhausted, "too many types"
-		}
+		code, why = z.overLimit(len(z.types), m == nil, sub, unsub)
 	}
 
-	m := z.types[typeURL]
 	req := &deltaRequest{TypeUrl: typ, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
 	if withNode {
-		req.Node = node
+		req.Node = z.node
 	}
 	if r1&0x40 != 0 {
 		req.InitialResourceVersions = map[string]string{}
@@ -195,19 +96,11 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 			req.InitialResourceVersions[name] = v
 		}
 	}
-	switch (r1 >> 3) & 3 {
-	case 1:
-		if m != nil && len(m.nonces) > 0 {
-			req.ResponseNonce = m.nonces[len(m.nonces)-1]
-		}
-	case 2:
-		req.ResponseNonce = "stale-nonce"
-		if m != nil && len(m.nonces) > 1 {
-			req.ResponseNonce = m.nonces[len(m.nonces)-2]
-		}
-	case 3:
-		req.ResponseNonce = "bogus"
+	var nonces []string
+	if m != nil {
+		nonces = m.nonces
 	}
+	req.ResponseNonce = pickRecent(r1>>3, nonces, "stale-nonce", func() string { return "bogus" })
 	if r1&0x20 != 0 {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}
@@ -223,10 +116,7 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 		}
 	}
 
-	tracef(t, "request %v", req)
-	z.tr.in = []*deltaRequest{req}
-	err := readLoop(z.tr.Recv, z.st.handle)
-	wantCode(t, err, code, why)
+	handleFuzz(z.streamFuzz, z.tr, req, code, why)
 	if code != codes.OK {
 		return false
 	}
@@ -273,30 +163,17 @@ func (z *deltaFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	return true
 }
 
-// flush runs one writer step and takes what the client receives.
-func (z *deltaFuzz) flush() {
+// received takes what the client receives in a writer step.
+func (z *deltaFuzz) received(sent [][]byte) {
 	t := z.t
-	tracef(t, "writer step")
-	if err := flush(&z.st.streamBase, z.st.collect, z.tr.SendMsg); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
 	var batch []*deltaResponse
-	for _, b := range z.tr.take(t) {
+	for _, b := range sent {
 		batch = append(batch, z.receive(b))
 	}
 	z.checkSubscriptions()
 
-	for typeURL, m := range z.types {
-		z.st.mu.Lock()
-		sh := z.st.types[typeURL].shard
-		z.st.mu.Unlock()
-		if sh == nil {
-			continue
-		}
-		cur := sh.Current()
-		if cur == nil {
-			continue // nothing to tell yet
-		}
+	for typeURL, sc := range z.currents() { // checkSubscriptions: each has a model
+		m, sh, cur := z.types[typeURL], sc.sh, sc.resp
 		// Removed names: never one covered that exists, unless sent again
 		// later in the step.
 		for i, resp := range batch {
@@ -336,19 +213,10 @@ func (z *deltaFuzz) receive(b []byte) *deltaResponse {
 	if err := proto.Unmarshal(b, resp); err != nil {
 		t.Fatalf("delta response does not decode: %v", err)
 	}
-	if resp.Nonce == "" || z.nonces[resp.Nonce] {
-		t.Fatalf("response nonce %q empty or reused", resp.Nonce)
-	}
-	z.nonces[resp.Nonce] = true
 	typeURL := resp.TypeUrl
 	tracef(t, "response %s version %s nonce %s: %v removed %v", short(typeURL), resp.SystemVersionInfo, resp.Nonce, versionsOf(resp), resp.RemovedResources)
 	m := z.types[typeURL]
-	if m == nil || !m.wildcard && len(m.names) == 0 {
-		t.Fatalf("%q response on a stream not subscribed to it", typeURL)
-	}
-	if !z.ads && typeURL != z.fixed {
-		t.Fatalf("%q response on a stream of %q", typeURL, z.fixed)
-	}
+	z.addressed(resp.Nonce, typeURL, m != nil && (m.wildcard || len(m.names) > 0))
 	if resp.SystemVersionInfo == "" {
 		t.Fatalf("%s response without system_version_info: resources %v removed %v", short(typeURL), deltaNames(resp), resp.RemovedResources)
 	}
@@ -391,38 +259,13 @@ func (z *deltaFuzz) receive(b []byte) *deltaResponse {
 
 // checkSubscriptions compares the stream's subscriptions with the model's.
 func (z *deltaFuzz) checkSubscriptions() {
-	t := z.t
-	z.st.mu.Lock()
-	defer z.st.mu.Unlock()
-	if len(z.st.types) != len(z.types) {
-		t.Fatalf("stream has %d types, the client subscribed %d", len(z.st.types), len(z.types))
-	}
-	for typeURL, m := range z.types {
-		d := z.st.types[typeURL]
-		want := subOf(m.wildcard, m.names)
-		switch {
-		case d == nil:
-			t.Fatalf("stream has no state for %s", short(typeURL))
-		case !d.subscription().Equal(want):
-			t.Fatalf("%s: stream subscription %+v, want %+v", short(typeURL), d.subscription(), want)
-		case (d.shard == nil) != want.Empty():
-			t.Fatalf("%s: shard %v, want subscription %+v", short(typeURL), d.shard != nil, want)
-		case d.shard != nil && !d.shard.Sub.Equal(want):
-			t.Fatalf("%s: subscribed to shard %+v, want %+v", short(typeURL), d.shard.Sub, want)
+	z.checkTypes(len(z.types), func(typeURL string) (shard.Subscription, *bool, bool) {
+		m := z.types[typeURL]
+		if m == nil {
+			return shard.Subscription{}, nil, false
 		}
-	}
-}
-
-func (z *deltaFuzz) checkWatched() {
-	z.st.mu.Lock()
-	held := map[string]*shard.Shard{}
-	for typeURL, d := range z.st.types {
-		if d.shard != nil {
-			held[typeURL] = d.shard
-		}
-	}
-	z.st.mu.Unlock()
-	checkWatched(z.t, z.class, held)
+		return subOf(m.wildcard, m.names), nil, true
+	})
 }
 
 // deltaReq is a delta request step of a seed program.

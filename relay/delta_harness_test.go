@@ -1,21 +1,13 @@
 package relay
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
-	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
-	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
-	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -30,31 +22,6 @@ type (
 	deltaClientStream = grpc.BidiStreamingClient[deltaRequest, deltaResponse]
 )
 
-// openDelta opens the delta method of typeURL ("" for ADS) on conn.
-func openDelta(ctx context.Context, conn *grpc.ClientConn, typeURL string) (deltaClientStream, error) {
-	switch typeURL {
-	case "":
-		return discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	case ClusterType:
-		return clusterservice.NewClusterDiscoveryServiceClient(conn).DeltaClusters(ctx)
-	case EndpointType:
-		return endpointservice.NewEndpointDiscoveryServiceClient(conn).DeltaEndpoints(ctx)
-	case ListenerType:
-		return listenerservice.NewListenerDiscoveryServiceClient(conn).DeltaListeners(ctx)
-	case RouteType:
-		return routeservice.NewRouteDiscoveryServiceClient(conn).DeltaRoutes(ctx)
-	case ScopedRouteType:
-		return routeservice.NewScopedRoutesDiscoveryServiceClient(conn).DeltaScopedRoutes(ctx)
-	case SecretType:
-		return secretservice.NewSecretDiscoveryServiceClient(conn).DeltaSecrets(ctx)
-	case RuntimeType:
-		return runtimeservice.NewRuntimeDiscoveryServiceClient(conn).DeltaRuntime(ctx)
-	case VirtualHostType:
-		return routeservice.NewVirtualHostDiscoveryServiceClient(conn).DeltaVirtualHosts(ctx)
-	}
-	return nil, fmt.Errorf("no delta service for %q", typeURL)
-}
-
 // deltaResource is resource, plus VirtualHost (only served by delta VHDS).
 func deltaResource(t testing.TB, typeURL, name string, v int) *shard.Resource {
 	t.Helper()
@@ -64,27 +31,12 @@ func deltaResource(t testing.TB, typeURL, name string, v int) *shard.Resource {
 	return resource(t, typeURL, name, v)
 }
 
-type deltaResult struct {
-	resp *deltaResponse
-	err  error
-}
-
-// deltaClient is a raw delta xDS client stream. A goroutine reads responses
-// into ch; the helpers check every response's envelope as it is taken.
+// deltaClient is a raw delta xDS client stream; the helpers check every
+// response's envelope as it is taken.
 type deltaClient struct {
-	t        *testing.T
-	h        *harness
-	s        deltaClientStream
-	service  string // the per-type service's type URL; "" for ADS
-	node     *corev3.Node
-	nodeSent bool
-	cancel   context.CancelFunc
-	ch       chan deltaResult
-	done     chan struct{}
-
-	nonces    map[string]bool
-	last      map[string]*deltaResponse // last response per type URL
-	fences    int
+	*rawStream[*deltaRequest, *deltaResponse]
+	node      *corev3.Node
+	nodeSent  bool
 	fenceType string // type of ADS fences (RuntimeType unless the test uses it)
 }
 
@@ -96,37 +48,10 @@ func (h *harness) deltaPerType(t *testing.T, typeURL string) *deltaClient {
 
 func (h *harness) openDeltaClient(t *testing.T, conn *grpc.ClientConn, typeURL string) *deltaClient {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := openDelta(ctx, conn, typeURL)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	c := &deltaClient{t: t, h: h, s: s, service: typeURL, node: h.node, cancel: cancel,
-		ch: make(chan deltaResult, 64), done: make(chan struct{}),
-		nonces: map[string]bool{}, last: map[string]*deltaResponse{}, fenceType: RuntimeType}
-	go func() {
-		defer close(c.done)
-		for {
-			r, err := s.Recv()
-			select {
-			case c.ch <- deltaResult{r, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(c.close)
+	c := &deltaClient{rawStream: openRaw[deltaRequest, deltaResponse](t, h, conn, typeURL, true), node: h.node, fenceType: RuntimeType}
+	c.check = c.checkEnvelope
+	c.describe = func(r *deltaResponse) string { return fmt.Sprintf("%v removed %v", deltaNames(r), r.RemovedResources) }
 	return c
-}
-
-// close cancels the stream and waits for its reader.
-func (c *deltaClient) close() {
-	c.cancel()
-	<-c.done
 }
 
 // send sends req; the node goes on the stream's first request only, as
@@ -137,9 +62,7 @@ func (c *deltaClient) send(req *deltaRequest) {
 		req.Node = c.node
 	}
 	c.nodeSent = true
-	if err := c.s.Send(req); err != nil {
-		c.t.Fatalf("send: %v", err)
-	}
+	c.sendRaw(req)
 }
 
 // request changes the subscription of typeURL, carrying the nonce of the
@@ -175,36 +98,13 @@ func (c *deltaClient) nack(resp *deltaResponse, msg string) {
 	c.send(&deltaRequest{TypeUrl: resp.TypeUrl, ResponseNonce: resp.Nonce, ErrorDetail: statusProto(msg)})
 }
 
-// next returns the next response, failing the test if none arrives in time.
-func (c *deltaClient) next() *deltaResponse {
-	c.t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err != nil {
-			c.t.Fatalf("stream failed: %v", r.err)
-		}
-		c.checkEnvelope(r.resp)
-		return r.resp
-	case <-time.After(recvTimeout):
-		c.t.Fatalf("no delta response within %v", recvTimeout)
-	}
-	return nil
-}
-
-// checkEnvelope checks what every delta response must satisfy: a nonce
-// unique on the stream, a type URL (the service's on per-type streams), a
-// system version, and well-formed resources: named, versioned, of the
-// response's type, each named once and never both sent and removed.
+// checkEnvelope checks what every delta response must satisfy besides its
+// nonce and type URL: a system version, and well-formed resources: named,
+// versioned, of the response's type, each named once and never both sent
+// and removed.
 func (c *deltaClient) checkEnvelope(resp *deltaResponse) {
 	t := c.t
 	t.Helper()
-	if resp.Nonce == "" || c.nonces[resp.Nonce] {
-		t.Fatalf("response nonce %q empty or reused on the stream", resp.Nonce)
-	}
-	c.nonces[resp.Nonce] = true
-	if resp.TypeUrl == "" || c.service != "" && resp.TypeUrl != c.service {
-		t.Fatalf("response type_url %q on a stream of %q", resp.TypeUrl, c.service)
-	}
 	if resp.SystemVersionInfo == "" {
 		t.Fatalf("response without system_version_info: %v", resp)
 	}
@@ -230,45 +130,6 @@ func (c *deltaClient) checkEnvelope(resp *deltaResponse) {
 		}
 		seen[n] = true
 	}
-	c.last[resp.TypeUrl] = resp
-}
-
-// nextOf receives the next response and requires it to be of typeURL.
-func (c *deltaClient) nextOf(typeURL string) *deltaResponse {
-	c.t.Helper()
-	r := c.next()
-	if r.TypeUrl != typeURL {
-		c.t.Fatalf("got a %s response %v removed %v, want %s", short(r.TypeUrl), deltaNames(r), r.RemovedResources, short(typeURL))
-	}
-	return r
-}
-
-// recvError waits for the stream to fail and returns the error.
-func (c *deltaClient) recvError() error {
-	c.t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err == nil {
-			c.t.Fatalf("got a response, want the stream to fail: %v", r.resp)
-		}
-		return r.err
-	case <-time.After(recvTimeout):
-		c.t.Fatalf("stream did not fail within %v", recvTimeout)
-	}
-	return nil
-}
-
-// expectNothing asserts that no response arrives within d.
-func (c *deltaClient) expectNothing(d time.Duration) {
-	c.t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err != nil {
-			c.t.Fatalf("stream failed: %v", r.err)
-		}
-		c.t.Fatalf("unexpected %s response %v removed %v", short(r.resp.TypeUrl), deltaNames(r.resp), r.resp.RemovedResources)
-	case <-time.After(d):
-	}
 }
 
 // fence is a request barrier. On ADS it subscribes the fence type (Runtime
@@ -280,8 +141,7 @@ func (c *deltaClient) expectNothing(d time.Duration) {
 // being next and exactly the fence proves nothing else was due.
 func (c *deltaClient) fence() {
 	c.t.Helper()
-	c.fences++
-	name := fmt.Sprintf("fence-%d", c.fences)
+	name := c.fenceName()
 	typeURL := c.fenceType
 	if c.service != "" {
 		typeURL = c.service

@@ -16,9 +16,7 @@ func TestDeltaExplicitNames(t *testing.T) {
 	c := h.deltaADS(t)
 
 	c.subscribe(EndpointType, "A", "B")
-	r := c.nextOf(EndpointType)
-	wantDelta(t, r, nil, ep("A", 1), ep("B", 1))
-	c.ack(r)
+	r := c.ackNext(EndpointType, nil, ep("A", 1), ep("B", 1))
 	c.fence()
 
 	// Already subscribed and unchanged: sent again (the client may have
@@ -63,14 +61,11 @@ func TestDeltaExplicitNames(t *testing.T) {
 func TestDeltaSubscribedNameMissing(t *testing.T) {
 	t.Run("absence known", func(t *testing.T) {
 		h := newHarness(t)
-		a1 := resource(t, EndpointType, "A", 1)
-		h.apply(EndpointType, true, a1)
+		a1 := h.put(t, EndpointType, true, "A", 1)
 		c := h.deltaADS(t)
 
 		c.subscribe(EndpointType, "Z")
-		r := c.nextOf(EndpointType)
-		wantDelta(t, r, []string{"Z"})
-		c.ack(r)
+		r := c.ackNext(EndpointType, []string{"Z"})
 
 		c.subscribe(EndpointType, "A", "Y")
 		r = c.nextOf(EndpointType)
@@ -93,30 +88,24 @@ func TestDeltaSubscribedNameMissing(t *testing.T) {
 
 	t.Run("absence unknown", func(t *testing.T) {
 		h := newHarness(t)
-		a1 := resource(t, RouteType, "A", 1)
-		h.apply(RouteType, false, a1)
+		a1 := h.put(t, RouteType, false, "A", 1)
 		c := h.deltaADS(t)
 
 		c.subscribe(RouteType, "Z")
 		c.fence()
 		c.subscribe(RouteType, "A", "Y")
-		r := c.nextOf(RouteType)
-		wantDelta(t, r, nil, a1) // nothing said of Y (or Z)
-		c.ack(r)
+		r := c.ackNext(RouteType, nil, a1) // nothing said of Y (or Z)
 		c.fence()
 
-		z1 := resource(t, RouteType, "Z", 1)
-		h.apply(RouteType, false, z1)
+		z1 := h.put(t, RouteType, false, "Z", 1)
 		r = c.nextOf(RouteType)
 		wantDelta(t, r, nil, z1)
 		c.ack(r)
-		a2 := resource(t, RouteType, "A", 2)
-		h.apply(RouteType, false, a2)
+		a2 := h.put(t, RouteType, false, "A", 2)
 		r = c.nextOf(RouteType)
 		wantDelta(t, r, nil, a2)
 		c.ack(r)
-		y1 := resource(t, RouteType, "Y", 1)
-		h.apply(RouteType, false, y1)
+		y1 := h.put(t, RouteType, false, "Y", 1)
 		r = c.nextOf(RouteType)
 		wantDelta(t, r, nil, y1)
 		c.ack(r)
@@ -179,9 +168,7 @@ func TestDeltaReconnectInSync(t *testing.T) {
 	h.apply(ClusterType, true, a, b)
 	c := h.deltaADS(t)
 	c.send(&deltaRequest{TypeUrl: ClusterType, InitialResourceVersions: map[string]string{"A": a.Version(), "B": b.Version()}})
-	r := c.nextOf(ClusterType)
-	wantDelta(t, r, nil)
-	c.ack(r)
+	c.ackNext(ClusterType, nil)
 	c.fence()
 
 	// A stale version held is replaced.

@@ -26,8 +26,8 @@ func orderSetup(t *testing.T, wait time.Duration) (*harness, *deltaClient) {
 	h.srv.opts.ParentRemovalWait = wait // before any stream exists
 	ca, cb := parent(t, ClusterType, "A", 1, "A"), parent(t, ClusterType, "B", 1, "b-eds")
 	ea, eb := deltaResource(t, EndpointType, "A", 1), deltaResource(t, EndpointType, "b-eds", 1)
-	h.class.ApplyDelta(ClusterType, []*shard.Resource{ca, cb}, nil)
-	h.class.ApplyDelta(EndpointType, []*shard.Resource{ea, eb}, nil)
+	applyDelta(h.class, ClusterType, []*shard.Resource{ca, cb}, nil)
+	applyDelta(h.class, EndpointType, []*shard.Resource{ea, eb}, nil)
 
 	c := h.deltaADS(t)
 	c.subscribe(ClusterType, "*")
@@ -46,30 +46,30 @@ func orderSetup(t *testing.T, wait time.Duration) (*harness, *deltaClient) {
 func TestDeltaChildRemovedBeforeParent(t *testing.T) {
 	h, c := orderSetup(t, time.Minute)
 
-	h.class.ApplyDelta(ClusterType, nil, []string{"B"})
+	applyDelta(h.class, ClusterType, nil, []string{"B"})
 	c.fence() // the cluster's removal waits for its endpoints'
-	h.class.ApplyDelta(EndpointType, nil, []string{"b-eds"})
+	applyDelta(h.class, EndpointType, nil, []string{"b-eds"})
 	wantDelta(t, c.nextOf(EndpointType), []string{"b-eds"})
 	wantDelta(t, c.nextOf(ClusterType), []string{"B"})
 
 	// Other changes are not held: a cluster change and a removal in one
 	// update send the change at once, the removal after the endpoints'.
 	cc := parent(t, ClusterType, "C", 1, "c-eds")
-	h.class.ApplyDelta(ClusterType, []*shard.Resource{cc}, nil)
+	applyDelta(h.class, ClusterType, []*shard.Resource{cc}, nil)
 	wantDelta(t, c.nextOf(ClusterType), nil, cc)
 	c.subscribe(EndpointType, "c-eds")
 	ec := deltaResource(t, EndpointType, "c-eds", 1)
-	h.class.ApplyDelta(EndpointType, []*shard.Resource{ec}, nil)
+	applyDelta(h.class, EndpointType, []*shard.Resource{ec}, nil)
 	wantDelta(t, c.nextOf(EndpointType), nil, ec)
 	ca2 := parent(t, ClusterType, "A", 2, "A")
-	h.class.ApplyDelta(ClusterType, []*shard.Resource{ca2}, []string{"C"})
+	applyDelta(h.class, ClusterType, []*shard.Resource{ca2}, []string{"C"})
 	wantDelta(t, c.nextOf(ClusterType), nil, ca2)
 	// A later cluster update keeps holding C's removal.
 	ca3 := parent(t, ClusterType, "A", 3, "A")
-	h.class.ApplyDelta(ClusterType, []*shard.Resource{ca3}, nil)
+	applyDelta(h.class, ClusterType, []*shard.Resource{ca3}, nil)
 	wantDelta(t, c.nextOf(ClusterType), nil, ca3)
 	c.fence()
-	h.class.ApplyDelta(EndpointType, nil, []string{"c-eds"})
+	applyDelta(h.class, EndpointType, nil, []string{"c-eds"})
 	wantDelta(t, c.nextOf(EndpointType), []string{"c-eds"})
 	wantDelta(t, c.nextOf(ClusterType), []string{"C"})
 }
@@ -79,27 +79,27 @@ func TestDeltaChildRemovedBeforeParent(t *testing.T) {
 func TestDeltaParentRemovalReleased(t *testing.T) {
 	t.Run("unsubscribed", func(t *testing.T) {
 		h, c := orderSetup(t, time.Minute)
-		h.class.ApplyDelta(ClusterType, nil, []string{"B"})
+		applyDelta(h.class, ClusterType, nil, []string{"B"})
 		c.fence()
 		c.unsubscribe(EndpointType, "b-eds")
 		wantDelta(t, c.nextOf(ClusterType), []string{"B"})
 	})
 	t.Run("parent back", func(t *testing.T) {
 		h, c := orderSetup(t, time.Minute)
-		h.class.ApplyDelta(ClusterType, nil, []string{"B"})
+		applyDelta(h.class, ClusterType, nil, []string{"B"})
 		c.fence()
-		h.class.ApplyDelta(ClusterType, []*shard.Resource{parent(t, ClusterType, "B", 1, "b-eds")}, nil)
+		applyDelta(h.class, ClusterType, []*shard.Resource{parent(t, ClusterType, "B", 1, "b-eds")}, nil)
 		c.fence() // the client still holds that very B: nothing to tell
-		h.class.ApplyDelta(EndpointType, nil, []string{"b-eds"})
+		applyDelta(h.class, EndpointType, nil, []string{"b-eds"})
 		wantDelta(t, c.nextOf(EndpointType), []string{"b-eds"})
 		c.fence() // and B's removal is no longer due
 	})
 	t.Run("wait over", func(t *testing.T) {
 		h, c := orderSetup(t, 50*time.Millisecond)
-		h.class.ApplyDelta(ClusterType, nil, []string{"B"})
+		applyDelta(h.class, ClusterType, nil, []string{"B"})
 		wantDelta(t, c.nextOf(ClusterType), []string{"B"})
 		// The endpoints' removal, if it ever comes, still reaches the client.
-		h.class.ApplyDelta(EndpointType, nil, []string{"b-eds"})
+		applyDelta(h.class, EndpointType, nil, []string{"b-eds"})
 		wantDelta(t, c.nextOf(EndpointType), []string{"b-eds"})
 	})
 }
@@ -129,8 +129,8 @@ func TestDeltaRouteRemovedBeforeListener(t *testing.T) {
 	h.srv.opts.ParentRemovalWait = time.Minute
 	l := parent(t, ListenerType, "L", 1, "R")
 	rc := deltaResource(t, RouteType, "R", 1)
-	h.class.ApplyDelta(ListenerType, []*shard.Resource{l}, nil)
-	h.class.ApplyDelta(RouteType, []*shard.Resource{rc}, nil)
+	applyDelta(h.class, ListenerType, []*shard.Resource{l}, nil)
+	applyDelta(h.class, RouteType, []*shard.Resource{rc}, nil)
 
 	c := h.deltaADS(t)
 	c.subscribe(ListenerType, "*")
@@ -138,8 +138,8 @@ func TestDeltaRouteRemovedBeforeListener(t *testing.T) {
 	c.subscribe(RouteType, "R")
 	c.ack(c.nextOf(RouteType))
 
-	h.class.ApplyDelta(ListenerType, nil, []string{"L"})
-	h.class.ApplyDelta(RouteType, nil, []string{"R"})
+	applyDelta(h.class, ListenerType, nil, []string{"L"})
+	applyDelta(h.class, RouteType, nil, []string{"R"})
 	wantDelta(t, c.nextOf(RouteType), []string{"R"})
 	wantDelta(t, c.nextOf(ListenerType), []string{"L"})
 }
@@ -157,8 +157,8 @@ func TestDeltaRemovalOrderAllocations(t *testing.T) {
 	srv, class, node := fuzzServer(false, false)
 	c0 := parent(t, ClusterType, "c0", 1, "e0")
 	c1 := parent(t, ClusterType, "c1", 1, "e1")
-	class.ApplyDelta(ClusterType, []*shard.Resource{c0, c1}, nil)
-	class.ApplyDelta(EndpointType, []*shard.Resource{deltaResource(t, EndpointType, "e0", 1), deltaResource(t, EndpointType, "e1", 1)}, nil)
+	applyDelta(class, ClusterType, []*shard.Resource{c0, c1}, nil)
+	applyDelta(class, EndpointType, []*shard.Resource{deltaResource(t, EndpointType, "e0", 1), deltaResource(t, EndpointType, "e1", 1)}, nil)
 
 	tr := &deltaCodecTransport{codecTransport{codec: wire.NewCodec()}}
 	st := &deltaStream{streamBase: newStreamBase(srv, tr.Context(), "", "delta-ads"), transport: tr, types: map[string]*deltaSub{}}
@@ -179,7 +179,7 @@ func TestDeltaRemovalOrderAllocations(t *testing.T) {
 	d := st.types[ClusterType]
 	sh := d.shard
 	before := sh.Current()
-	class.ApplyDelta(ClusterType, nil, []string{"c1"})
+	applyDelta(class, ClusterType, nil, []string{"c1"})
 	after := sh.Current()
 	flushDelta()
 	if len(after.Removed) != 1 || d.base != after || len(d.over) != 0 {

@@ -1,60 +1,31 @@
 package relay
 
 import (
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"strings"
 	"testing"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-relay/xds-relay/shard"
 )
 
 // Every per-type delta service, VHDS included, serves its type.
 func TestDeltaPerTypeServices(t *testing.T) {
-	cases := []struct {
-		typeURL string
-		sub     []string // nil: legacy wildcard
-		want    proto.Message
-	}{
-		{ClusterType, nil, &clusterv3.Cluster{}},
-		{EndpointType, []string{"r"}, &endpointv3.ClusterLoadAssignment{}},
-		{ListenerType, []string{"*"}, &listenerv3.Listener{}},
-		{RouteType, []string{"r"}, &routev3.RouteConfiguration{}},
-		{ScopedRouteType, []string{"r"}, &routev3.ScopedRouteConfiguration{}},
-		{SecretType, []string{"r"}, &tlsv3.Secret{}},
-		{RuntimeType, []string{"r"}, &runtimev3.Runtime{}},
-		{VirtualHostType, []string{"r"}, &routev3.VirtualHost{}},
-	}
 	h := newHarness(t)
-	for _, tc := range cases {
+	for _, tc := range perTypeServices {
 		t.Run(short(tc.typeURL), func(t *testing.T) {
 			c := h.deltaPerType(t, tc.typeURL)
-			c.subscribe(tc.typeURL, tc.sub...)
+			c.subscribe(tc.typeURL, tc.names...)
 			r1 := deltaResource(t, tc.typeURL, "r", 1)
 			h.apply(tc.typeURL, true, r1, deltaResource(t, tc.typeURL, "other", 1))
 			got := c.nextOf(tc.typeURL)
-			if tc.sub == nil || tc.sub[0] == "*" {
+			if tc.names == nil || tc.names[0] == "*" {
 				wantDelta(t, got, nil, r1, deltaResource(t, tc.typeURL, "other", 1))
 			} else {
 				wantDelta(t, got, nil, r1)
 			}
-			m, err := got.Resources[0].Resource.UnmarshalNew()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if w := tc.want.ProtoReflect().Descriptor().FullName(); m.ProtoReflect().Descriptor().FullName() != w {
-				t.Fatalf("resource is a %s, want %s", m.ProtoReflect().Descriptor().FullName(), w)
-			}
+			wantProto(t, got.Resources[0].Resource, tc.want)
 			c.ack(got)
 
 			r2 := deltaResource(t, tc.typeURL, "r", 2)
@@ -82,7 +53,7 @@ func TestDeltaSharedEncoding(t *testing.T) {
 	a.subscribe(ClusterType)
 	b.subscribe(ClusterType, "*")
 	ra, rb := a.nextOf(ClusterType), b.nextOf(ClusterType)
-	sameDeltaBody(t, ra, rb)
+	sameBody(t, ra, rb)
 	a.ack(ra)
 	b.ack(rb)
 	if s := h.shards(ClusterType); len(s) != 1 || s[0].Streams != 2 {
@@ -95,32 +66,14 @@ func TestDeltaSharedEncoding(t *testing.T) {
 		if len(ra.Resources) != i+1 || len(ra.RemovedResources) != 0 {
 			t.Fatalf("change %d: %v sent, %v removed, want %d changed resources", i, deltaNames(ra), ra.RemovedResources, i+1)
 		}
-		sameDeltaBody(t, ra, rb)
+		sameBody(t, ra, rb)
 		a.ack(ra)
 		b.ack(rb)
 	}
 	h.apply(ClusterType, true, manyClusters(t, 19, 1, map[string]int{"c003": 2, "c011": 2})...) // c019 deleted
 	ra, rb = a.nextOf(ClusterType), b.nextOf(ClusterType)
 	wantDelta(t, ra, []string{"c019"})
-	sameDeltaBody(t, ra, rb)
-}
-
-func sameDeltaBody(t *testing.T, x, y *deltaResponse) {
-	t.Helper()
-	x, y = proto.Clone(x).(*deltaResponse), proto.Clone(y).(*deltaResponse)
-	x.Nonce, y.Nonce = "", ""
-	det := proto.MarshalOptions{Deterministic: true}
-	bx, err := det.Marshal(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	by, err := det.Marshal(y)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(x, y) || string(bx) != string(by) {
-		t.Fatalf("responses differ beyond the nonce:\n%v\n%v", x, y)
-	}
+	sameBody(t, ra, rb)
 }
 
 // A SotW and a delta client of the same class and subscription share a
@@ -170,14 +123,7 @@ func TestDeltaBadRequests(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := h.openDeltaClient(t, h.conn, tc.service)
-			for _, r := range tc.reqs {
-				_ = c.s.Send(r) // a later send may already see the stream fail
-			}
-			err := c.recvError()
-			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.field) {
-				t.Fatalf("got %v, want %v naming %q", err, tc.code, tc.field)
-			}
+			h.openDeltaClient(t, h.conn, tc.service).wantRefused(tc.reqs, tc.code, tc.field)
 		})
 	}
 }

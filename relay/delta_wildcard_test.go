@@ -38,9 +38,7 @@ func TestDeltaWildcard(t *testing.T) {
 
 			c := h.deltaADS(t)
 			c.subscribe(ClusterType, form.sub...)
-			r1 := c.nextOf(ClusterType)
-			wantDelta(t, r1, nil, all...)
-			c.ack(r1)
+			r1 := c.ackNext(ClusterType, nil, all...)
 			c.fence()
 
 			changed := manyClusters(t, 100, 1, map[string]int{"c042": 2})
@@ -54,9 +52,7 @@ func TestDeltaWildcard(t *testing.T) {
 
 			deleted := slices.Delete(slices.Clone(changed), 7, 8) // c007
 			h.apply(ClusterType, true, deleted...)
-			r3 := c.nextOf(ClusterType)
-			wantDelta(t, r3, []string{"c007"})
-			c.ack(r3)
+			c.ackNext(ClusterType, []string{"c007"})
 
 			// The same bytes again, as fresh Resource values: nothing to send.
 			h.apply(ClusterType, true, slices.Delete(manyClusters(t, 100, 1, map[string]int{"c042": 2}), 7, 8)...)
@@ -75,11 +71,8 @@ func TestDeltaWildcardFirstResponseEmpty(t *testing.T) {
 	c.subscribe(ListenerType)
 	c.fence()
 	h.apply(ListenerType, true)
-	r := c.nextOf(ListenerType)
-	wantDelta(t, r, nil)
-	c.ack(r)
-	l := resource(t, ListenerType, "L", 1)
-	h.apply(ListenerType, true, l)
+	c.ackNext(ListenerType, nil)
+	l := h.put(t, ListenerType, true, "L", 1)
 	wantDelta(t, c.nextOf(ListenerType), nil, l)
 }
 
@@ -91,8 +84,7 @@ func TestDeltaWildcardFirstResponseEmpty(t *testing.T) {
 // chain of delta relays left such a wildcard unanswered.
 func TestDeltaWildcardAfterNamesIsAnswered(t *testing.T) {
 	h := newHarness(t)
-	b := resource(t, ClusterType, "b", 1)
-	h.apply(ClusterType, true, b)
+	b := h.put(t, ClusterType, true, "b", 1)
 	c := h.deltaADS(t)
 	c.subscribe(ClusterType, "a", "b")
 	r := c.nextOf(ClusterType)
@@ -116,9 +108,7 @@ func TestDeltaSpecExample(t *testing.T) {
 
 	// 1. resource_names_subscribe unset: a subscription to "*".
 	c.subscribe(ClusterType)
-	r := c.nextOf(ClusterType)
-	wantDelta(t, r, nil, cl("A", 1), cl("B", 1), cl("C", 1))
-	c.ack(r)
+	r := c.ackNext(ClusterType, nil, cl("A", 1), cl("B", 1), cl("C", 1))
 
 	// 2. Subscribe to A: the wildcard continues, A is added, and A is sent
 	// again although the client has it.
@@ -177,17 +167,13 @@ func TestDeltaWildcardUnsubscribeException(t *testing.T) {
 	h.apply(ClusterType, true, a1, b1)
 	c := h.deltaADS(t)
 	c.subscribe(ClusterType, "*")
-	r := c.nextOf(ClusterType)
-	wantDelta(t, r, nil, a1, b1)
-	c.ack(r)
+	c.ackNext(ClusterType, nil, a1, b1)
 
 	t.Run("covered", func(t *testing.T) {
 		c.subscribe(ClusterType, "A")
 		wantDelta(t, c.nextOf(ClusterType), nil, a1)
 		c.unsubscribe(ClusterType, "A")
-		r := c.nextOf(ClusterType)
-		wantDelta(t, r, nil, a1)
-		c.ack(r)
+		c.ackNext(ClusterType, nil, a1)
 		c.fence()
 		// Still covered by the wildcard: pushed.
 		a2 := resource(t, ClusterType, "A", 2)
@@ -201,9 +187,7 @@ func TestDeltaWildcardUnsubscribeException(t *testing.T) {
 		c.subscribe(ClusterType, "X")
 		wantDelta(t, c.nextOf(ClusterType), []string{"X"})
 		c.unsubscribe(ClusterType, "X")
-		r := c.nextOf(ClusterType)
-		wantDelta(t, r, []string{"X"})
-		c.ack(r)
+		c.ackNext(ClusterType, []string{"X"})
 		c.fence()
 		// The wildcard still gets what appears, X included.
 		x := resource(t, ClusterType, "X", 1)

@@ -12,8 +12,7 @@ func TestSotWEmptyNameMatchesNothing(t *testing.T) {
 	h := newHarness(t)
 	ca, cb := resource(t, ClusterType, "A", 1), resource(t, ClusterType, "B", 1)
 	h.apply(ClusterType, true, ca, cb)
-	ea := resource(t, EndpointType, "A", 1)
-	h.apply(EndpointType, true, ea)
+	h.put(t, EndpointType, true, "A", 1)
 
 	c := h.ads(t)
 	c.subscribe(EndpointType, "A")
@@ -33,8 +32,7 @@ func TestSotWEmptyNameMatchesNothing(t *testing.T) {
 	// Another type of the ADS stream keeps being served; the unsubscribed
 	// one is not.
 	h.apply(ClusterType, true, resource(t, ClusterType, "A", 2), cb)
-	ea2 := resource(t, EndpointType, "A", 2)
-	h.apply(EndpointType, false, ea2)
+	ea2 := h.put(t, EndpointType, false, "A", 2)
 	wantResources(t, c.nextOf(EndpointType), ea2)
 
 	// After [""] the legacy wildcard is gone: [] stays "nothing".
@@ -59,10 +57,8 @@ func TestSotWEmptyNameMatchesNothing(t *testing.T) {
 // response, no legacy wildcard afterwards, and the stream is not ended.
 func TestSotWEmptyNameFirstRequest(t *testing.T) {
 	h := newHarness(t)
-	l := resource(t, ListenerType, "L", 1)
-	h.apply(ListenerType, true, l)
-	ra := resource(t, RouteType, "R", 1)
-	h.apply(RouteType, true, ra)
+	l := h.put(t, ListenerType, true, "L", 1)
+	ra := h.put(t, RouteType, true, "R", 1)
 
 	c := h.ads(t)
 	c.subscribe(ListenerType, "")
@@ -81,16 +77,12 @@ func TestSotWEmptyNameFirstRequest(t *testing.T) {
 // the stream, and the stream's other types keep being served.
 func TestDeltaEmptyNameMatchesNothing(t *testing.T) {
 	h := newHarness(t)
-	ca := deltaResource(t, ClusterType, "A", 1)
-	h.apply(ClusterType, true, ca)
-	ea := deltaResource(t, EndpointType, "A", 1)
-	h.apply(EndpointType, true, ea)
+	ca := h.put(t, ClusterType, true, "A", 1)
+	ea := h.put(t, EndpointType, true, "A", 1)
 
 	c := h.deltaADS(t)
 	c.subscribe(EndpointType, "A")
-	r := c.nextOf(EndpointType)
-	wantDelta(t, r, nil, ea)
-	c.ack(r)
+	c.ackNext(EndpointType, nil, ea)
 
 	c.subscribe(ClusterType, "") // not the legacy wildcard
 	c.unsubscribe(EndpointType, "")
@@ -99,8 +91,7 @@ func TestDeltaEmptyNameMatchesNothing(t *testing.T) {
 		t.Fatalf("CDS interest after subscribing \"\" = %q (wildcard %v), want nothing", got.Names, got.Wildcard)
 	}
 
-	ea2 := deltaResource(t, EndpointType, "A", 2)
-	h.apply(EndpointType, false, ea2)
+	ea2 := h.put(t, EndpointType, false, "A", 2)
 	wantDelta(t, c.nextOf(EndpointType), nil, ea2)
 
 	c.subscribe(ClusterType, "A")

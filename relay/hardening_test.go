@@ -1,10 +1,8 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // rawCodec sends and receives message bytes as they are, so a test can put
@@ -174,24 +174,7 @@ func TestInputBounds(t *testing.T) {
 }
 
 // logBuffer is a JSON logger writing into a buffer, to measure log bytes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) Sync() error { return nil }
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ xdstest.SyncBuffer }
 
 func (b *logBuffer) logger() *zap.Logger {
 	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), b, zap.DebugLevel))

@@ -197,7 +197,7 @@ func (u *fuzzUpstream) step(in *fuzzBytes, o byte) {
 			removed = append(removed, fuzzNames[in.next()%4])
 		}
 		tracef(u.t, "upstream removes %s %v", short(typeURL), removed)
-		u.class.ApplyDelta(typeURL, rs, removed)
+		applyDelta(u.class, typeURL, rs, removed)
 	}
 }
 
@@ -207,10 +207,13 @@ var errStep = errors.New("fuzz: step done")
 // fuzzTransport is the fake gRPC stream the fuzzers drive a stream through:
 // Recv hands out the step's requests, SendMsg records what the writer sends.
 type fuzzTransport[Req any] struct {
-	ctx  context.Context
-	in   []Req
-	sent [][]byte
+	ctx context.Context
+	in  []Req
+	*fuzzSent
 }
+
+// fuzzSent is what a fuzzed stream's writer sent, as wire bytes.
+type fuzzSent struct{ sent [][]byte }
 
 func (f *fuzzTransport[Req]) Context() context.Context { return f.ctx }
 
@@ -224,20 +227,23 @@ func (f *fuzzTransport[Req]) Recv() (Req, error) {
 	return r, nil
 }
 
-// SendMsg takes the message's bytes at once, as gRPC's encoding does: the
-// writer reuses a message once SendMsg returns.
-func (f *fuzzTransport[Req]) SendMsg(m any) error {
-	s, ok := m.(*wire.Stamped)
-	if !ok {
+// SendMsg encodes the message at once with the relay's codec and frees the
+// buffers, as gRPC does: the writer reuses a message once SendMsg returns.
+func (f *fuzzSent) SendMsg(m any) error {
+	if _, ok := m.(*wire.Stamped); !ok {
 		return fmt.Errorf("writer sent a %T, want *wire.Stamped", m)
 	}
-	f.sent = append(f.sent, s.AppendTo(nil))
+	bufs, err := wire.NewCodec().Marshal(m)
+	if err != nil {
+		return err
+	}
+	f.sent = append(f.sent, bufs.Materialize())
+	bufs.Free()
 	return nil
 }
 
 // take returns what was sent since the last call, as wire bytes.
-func (f *fuzzTransport[Req]) take(t *testing.T) [][]byte {
-	t.Helper()
+func (f *fuzzSent) take() [][]byte {
 	out := f.sent
 	f.sent = nil
 	return out
@@ -250,7 +256,7 @@ func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Nod
 	if err != nil {
 		panic(err)
 	}
-	registry := shard.NewRegistry(classifier, nil)
+	registry := shard.NewRegistryWith(classifier, nil, shard.Lifecycle{})
 	opts := Options{}
 	if limitTypes {
 		opts.MaxTypesPerStream = 1
@@ -260,7 +266,11 @@ func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Nod
 	}
 	srv := NewServer(registry, zap.NewNop(), opts)
 	node := &corev3.Node{Id: "fuzz-node", Cluster: "fuzz-class"}
-	return srv, registry.ClassFor(node), node
+	class, err := registry.Acquire(node)
+	if err != nil {
+		panic(err)
+	}
+	return srv, class, node
 }
 
 // wantCode checks a reader step's outcome against the model's prediction:

@@ -3,19 +3,12 @@ package relay
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
-	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
-	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
-	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
@@ -63,30 +56,19 @@ func newHarnessWith(t *testing.T, start func(*shard.Class) func(string)) *harnes
 	if err != nil {
 		t.Fatal(err)
 	}
-	registry := shard.NewRegistry(classifier, start)
+	registry := shard.NewRegistryWith(classifier, start, shard.Lifecycle{})
 	srv := NewServer(registry, zaptest.NewLogger(t), Options{})
-	g := grpc.NewServer(append(ServerOptions(), grpc.WaitForHandlers(true))...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = g.Serve(srv.TrackConnections(lis))
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-served
+	addr := serveRelay(t, srv, func() {
 		// Stream readers release their shards after the handler returns;
 		// wait for them so nothing logs after the test ends.
 		eventually(t, "streams released", func() bool { return srv.StreamCount() == 0 })
-	})
-	h := &harness{t: t, registry: registry, srv: srv, addr: lis.Addr().String(),
+	}, grpc.WaitForHandlers(true))
+	h := &harness{t: t, registry: registry, srv: srv, addr: addr,
 		node: &corev3.Node{Id: "node-1", Cluster: "class-a"}}
 	h.conn = h.dial(t)
-	h.class = registry.ClassFor(h.node)
+	if h.class, err = registry.Acquire(h.node); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 
@@ -121,49 +103,20 @@ func (h *harness) apply(typeURL string, replace bool, rs ...*shard.Resource) {
 	h.class.Apply(typeURL, rs, replace)
 }
 
-// openStream opens the SotW method of typeURL ("" for ADS) on conn.
-func openStream(ctx context.Context, conn *grpc.ClientConn, typeURL string) (discoveryStream, error) {
-	switch typeURL {
-	case "":
-		return discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	case ClusterType:
-		return clusterservice.NewClusterDiscoveryServiceClient(conn).StreamClusters(ctx)
-	case EndpointType:
-		return endpointservice.NewEndpointDiscoveryServiceClient(conn).StreamEndpoints(ctx)
-	case ListenerType:
-		return listenerservice.NewListenerDiscoveryServiceClient(conn).StreamListeners(ctx)
-	case RouteType:
-		return routeservice.NewRouteDiscoveryServiceClient(conn).StreamRoutes(ctx)
-	case ScopedRouteType:
-		return routeservice.NewScopedRoutesDiscoveryServiceClient(conn).StreamScopedRoutes(ctx)
-	case SecretType:
-		return secretservice.NewSecretDiscoveryServiceClient(conn).StreamSecrets(ctx)
-	case RuntimeType:
-		return runtimeservice.NewRuntimeDiscoveryServiceClient(conn).StreamRuntime(ctx)
-	}
-	return nil, fmt.Errorf("no service for %q", typeURL)
+// put is apply of one new resource (see deltaResource), which it returns.
+func (h *harness) put(t testing.TB, typeURL string, replace bool, name string, v int) *shard.Resource {
+	t.Helper()
+	r := deltaResource(t, typeURL, name, v)
+	h.apply(typeURL, replace, r)
+	return r
 }
 
-type recvResult struct {
-	resp *response
-	err  error
-}
-
-// client is a raw xDS client stream. A goroutine reads responses into ch;
-// the helpers check every response's envelope as it is taken.
+// client is a raw SotW xDS client stream; the helpers check every
+// response's envelope as it is taken.
 type client struct {
-	t      *testing.T
-	h      *harness
-	s      discoveryStream
-	node   *corev3.Node
-	cancel context.CancelFunc
-	ch     chan recvResult
-	done   chan struct{}
-
-	nonces map[string]bool
-	last   map[string]*response // last response per type URL
-	names  map[string][]string  // last requested names per type URL
-	fences int
+	*rawStream[*request, *response]
+	node  *corev3.Node
+	names map[string][]string // last requested names per type URL
 }
 
 func (h *harness) ads(t *testing.T) *client { return h.open(t, h.conn, "") }
@@ -172,43 +125,15 @@ func (h *harness) perType(t *testing.T, typeURL string) *client { return h.open(
 
 func (h *harness) open(t *testing.T, conn *grpc.ClientConn, typeURL string) *client {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := openStream(ctx, conn, typeURL)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	c := &client{t: t, h: h, s: s, node: h.node, cancel: cancel, ch: make(chan recvResult, 64), done: make(chan struct{}),
-		nonces: map[string]bool{}, last: map[string]*response{}, names: map[string][]string{}}
-	go func() {
-		defer close(c.done)
-		for {
-			r, err := s.Recv()
-			select {
-			case c.ch <- recvResult{r, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(c.close)
+	c := &client{rawStream: openRaw[request, response](t, h, conn, typeURL, false), node: h.node, names: map[string][]string{}}
+	c.check = c.checkEnvelope
+	c.describe = func(r *response) string { return fmt.Sprintf("%v (version %s)", names(t, r), r.VersionInfo) }
 	return c
-}
-
-// close cancels the stream and waits for its reader.
-func (c *client) close() {
-	c.cancel()
-	<-c.done
 }
 
 func (c *client) send(req *request) {
 	c.t.Helper()
-	if err := c.s.Send(req); err != nil {
-		c.t.Fatalf("send: %v", err)
-	}
+	c.sendRaw(req)
 }
 
 // subscribe sends a request for names of typeURL the way a client does: with
@@ -237,35 +162,14 @@ func (c *client) nack(resp *response, version, msg string) {
 		ResourceNames: c.names[resp.TypeUrl], ErrorDetail: statusProto(msg)})
 }
 
-// recv returns the next response, failing the test if none arrives within
-// timeout. It checks the envelope: a nonce unique on the stream, a type URL
-// that every resource has, and no resource name twice.
-func recv(t *testing.T, c *client, timeout time.Duration) *response {
+// checkEnvelope checks what every SotW response must satisfy besides its
+// nonce: a version, a type URL that every resource has, and no resource
+// name twice.
+func (c *client) checkEnvelope(resp *response) {
+	t := c.t
 	t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err != nil {
-			t.Fatalf("stream failed: %v", r.err)
-		}
-		checkEnvelope(t, c, r.resp)
-		return r.resp
-	case <-time.After(timeout):
-		t.Fatalf("no response within %v", timeout)
-	}
-	return nil
-}
-
-func checkEnvelope(t *testing.T, c *client, resp *response) {
-	t.Helper()
-	if resp.Nonce == "" {
-		t.Fatalf("response without nonce: %v", resp)
-	}
-	if c.nonces[resp.Nonce] {
-		t.Fatalf("nonce %q reused on the stream", resp.Nonce)
-	}
-	c.nonces[resp.Nonce] = true
-	if resp.TypeUrl == "" || resp.VersionInfo == "" {
-		t.Fatalf("response without type_url or version_info: %v", resp)
+	if resp.VersionInfo == "" {
+		t.Fatalf("response without version_info: %v", resp)
 	}
 	seen := map[string]bool{}
 	for _, a := range resp.Resources {
@@ -278,51 +182,6 @@ func checkEnvelope(t *testing.T, c *client, resp *response) {
 		}
 		seen[n] = true
 	}
-	c.last[resp.TypeUrl] = resp
-}
-
-// next is recv with the default timeout.
-func (c *client) next() *response {
-	c.t.Helper()
-	return recv(c.t, c, recvTimeout)
-}
-
-// nextOf receives the next response and requires it to be of typeURL.
-func (c *client) nextOf(typeURL string) *response {
-	c.t.Helper()
-	r := c.next()
-	if r.TypeUrl != typeURL {
-		c.t.Fatalf("got a %s response %v (version %s), want %s", short(r.TypeUrl), names(c.t, r), r.VersionInfo, short(typeURL))
-	}
-	return r
-}
-
-// recvError waits for the stream to fail and returns the error.
-func (c *client) recvError() error {
-	c.t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err == nil {
-			c.t.Fatalf("got a response, want the stream to fail: %v", r.resp)
-		}
-		return r.err
-	case <-time.After(recvTimeout):
-		c.t.Fatalf("stream did not fail within %v", recvTimeout)
-	}
-	return nil
-}
-
-// expectNothing asserts that no response arrives within d.
-func expectNothing(t *testing.T, c *client, d time.Duration) {
-	t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err != nil {
-			t.Fatalf("stream failed: %v", r.err)
-		}
-		t.Fatalf("unexpected %s response %v (version %s)", short(r.resp.TypeUrl), names(t, r.resp), r.resp.VersionInfo)
-	case <-time.After(d):
-	}
 }
 
 // fence is a request barrier on an ADS stream: it subscribes the Runtime type
@@ -332,8 +191,7 @@ func expectNothing(t *testing.T, c *client, d time.Duration) {
 // before the fence's, and the fence's being next proves there was none.
 func (c *client) fence() {
 	c.t.Helper()
-	c.fences++
-	name := fmt.Sprintf("fence-%d", c.fences)
+	name := c.fenceName()
 	r := resource(c.t, RuntimeType, name, 0)
 	c.h.class.Apply(RuntimeType, []*shard.Resource{r}, false)
 	c.subscribe(RuntimeType, name)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -62,14 +63,7 @@ func resource(t testing.TB, typeURL, name string, v int) *shard.Resource {
 
 func encode(t testing.TB, name string, m proto.Message) *shard.Resource {
 	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := xdstest.AnyBytes(m)
 	return &shard.Resource{Name: name, Any: b, Hash: dedup.ResourceHash(b)}
 }
 

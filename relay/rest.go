@@ -23,7 +23,7 @@ import (
 	// The resource types REST responses can be rendered as JSON for (as
 	// resources or nested typed_config): protojson must resolve every Any.
 	// A response holding another type answers 500.
-	_ "github.com/xds-relay/xds-relay/shard/xdstypes" // the Envoy types it decodes
+	_ "github.com/xds-relay/xds-relay/upstream/xdstypes" // the Envoy types it decodes
 )
 
 // MaxRESTBody bounds the DiscoveryRequest body of a REST poll.

@@ -416,7 +416,10 @@ func TestRESTNodeClass(t *testing.T) {
 	ts := restServer(t, h, 0)
 	h.apply(ClusterType, true, resource(t, ClusterType, "A", 1))
 	other := &corev3.Node{Id: "n2", Cluster: "class-b"}
-	b := h.registry.ClassFor(other)
+	b, err := h.registry.Acquire(other)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rb := resource(t, ClusterType, "B", 1)
 	b.Apply(ClusterType, []*shard.Resource{rb}, true)
 	wantResources(t, wantOK(t, poll(t, ts, ClusterType, &request{Node: other}), ClusterType), rb)

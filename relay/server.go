@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -74,6 +75,8 @@ type Options struct {
 	// (RouteConfiguration), which the client is told first (default 5s;
 	// negative: removals are never held). See removalGate.
 	ParentRemovalWait time.Duration
+	// Drops counts what the relay decides not to send, by reason (nil: not counted).
+	Drops *drop.Counters
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"strings"
 	"testing"
 
@@ -12,62 +11,97 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// On ADS, responses of different types arrive in the order the class's
-// updates happened.
+// On ADS (SotW and delta), responses of different types arrive in the order
+// the class's updates happened.
 func TestADSOrder(t *testing.T) {
-	h := newHarness(t)
-	types := []string{ClusterType, EndpointType, ListenerType}
-	for _, typeURL := range types {
-		h.apply(typeURL, true, resource(t, typeURL, "A", 0))
+	cases := []struct {
+		proto    int
+		listener []string // the Listener subscription
+		replace  bool     // updates replace the type's table
+	}{
+		{0, nil, false},          // SotW, legacy wildcard, merged updates
+		{1, []string{"*"}, true}, // delta, explicit wildcard, full states
 	}
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	c.subscribe(EndpointType, "A")
-	c.subscribe(ListenerType)
-	for _, typeURL := range types {
-		c.nextOf(typeURL) // first responses follow the requests' order
-	}
+	for _, tc := range cases {
+		p := protocols[tc.proto]
+		t.Run(p.name, func(t *testing.T) {
+			h := newHarness(t)
+			types := []string{ClusterType, EndpointType, ListenerType}
+			for _, typeURL := range types {
+				h.apply(typeURL, true, resource(t, typeURL, "A", 0))
+			}
+			c := p.ads(h, t)
+			c.subscribe(ClusterType)
+			c.subscribe(EndpointType, "A")
+			c.subscribe(ListenerType, tc.listener...)
+			for _, typeURL := range types {
+				c.wantNext(typeURL, resource(t, typeURL, "A", 0)) // first responses follow the requests' order
+			}
 
-	orders := [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
-	v := 0
-	for round := 0; round < 5; round++ {
-		for _, order := range orders {
-			v++
-			for _, i := range order {
-				h.apply(types[i], false, resource(t, types[i], "A", v))
+			orders := [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
+			v := 0
+			for round := 0; round < 5; round++ {
+				for _, order := range orders {
+					v++
+					for _, i := range order {
+						h.apply(types[i], tc.replace, resource(t, types[i], "A", v))
+					}
+					for _, i := range order {
+						c.wantNext(types[i], resource(t, types[i], "A", v))
+					}
+				}
 			}
-			for _, i := range order {
-				wantResources(t, c.nextOf(types[i]), resource(t, types[i], "A", v))
-			}
-		}
+			c.expectNothing(quietWindow)
+		})
 	}
-	expectNothing(t, c, quietWindow)
+}
+
+// perTypeServices are the per-type services with a subscription for each
+// (nil: the legacy wildcard) and the proto of their resources.
+var perTypeServices = []struct {
+	typeURL   string
+	names     []string
+	want      proto.Message
+	deltaOnly bool // VHDS has no SotW method
+}{
+	{ClusterType, nil, &clusterv3.Cluster{}, false},
+	{EndpointType, []string{"r"}, &endpointv3.ClusterLoadAssignment{}, false},
+	{ListenerType, []string{"*"}, &listenerv3.Listener{}, false},
+	{RouteType, []string{"r"}, &routev3.RouteConfiguration{}, false},
+	{ScopedRouteType, []string{"r"}, &routev3.ScopedRouteConfiguration{}, false},
+	{SecretType, []string{"r"}, &tlsv3.Secret{}, false},
+	{RuntimeType, []string{"r"}, &runtimev3.Runtime{}, false},
+	{VirtualHostType, []string{"r"}, &routev3.VirtualHost{}, true},
+}
+
+// wantProto requires a to hold a message of want's type.
+func wantProto(t *testing.T, a *anypb.Any, want proto.Message) {
+	t.Helper()
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := m.ProtoReflect().Descriptor().FullName(), want.ProtoReflect().Descriptor().FullName(); got != w {
+		t.Fatalf("resource is a %s, want %s", got, w)
+	}
 }
 
 // Every per-type service answers its type, with resources of the right proto.
 func TestPerTypeServices(t *testing.T) {
-	cases := []struct {
-		typeURL string
-		names   []string // nil: legacy wildcard
-		want    proto.Message
-	}{
-		{ClusterType, nil, &clusterv3.Cluster{}},
-		{EndpointType, []string{"r"}, &endpointv3.ClusterLoadAssignment{}},
-		{ListenerType, nil, &listenerv3.Listener{}},
-		{RouteType, []string{"r"}, &routev3.RouteConfiguration{}},
-		{ScopedRouteType, []string{"r"}, &routev3.ScopedRouteConfiguration{}},
-		{SecretType, []string{"r"}, &tlsv3.Secret{}},
-		{RuntimeType, []string{"r"}, &runtimev3.Runtime{}},
-	}
 	h := newHarness(t)
-	for _, tc := range cases {
+	for _, tc := range perTypeServices {
+		if tc.deltaOnly {
+			continue
+		}
 		t.Run(short(tc.typeURL), func(t *testing.T) {
 			c := h.perType(t, tc.typeURL)
 			c.subscribe(tc.typeURL, tc.names...)
@@ -75,13 +109,7 @@ func TestPerTypeServices(t *testing.T) {
 			h.apply(tc.typeURL, true, r1)
 			got := c.nextOf(tc.typeURL)
 			wantResources(t, got, r1)
-			m, err := got.Resources[0].UnmarshalNew()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.ProtoReflect().Descriptor().FullName() != tc.want.ProtoReflect().Descriptor().FullName() {
-				t.Fatalf("resource is a %s, want %s", m.ProtoReflect().Descriptor().FullName(), tc.want.ProtoReflect().Descriptor().FullName())
-			}
+			wantProto(t, got.Resources[0], tc.want)
 			c.ack(got)
 
 			// A follow-up request may leave type_url empty on a per-type stream.
@@ -118,14 +146,7 @@ func TestBadRequests(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := h.perType(t, tc.service)
-			for _, r := range tc.reqs {
-				_ = c.s.Send(r) // a later send may already see the stream fail
-			}
-			err := c.recvError()
-			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.field) {
-				t.Fatalf("got %v, want %v naming %q", err, tc.code, tc.field)
-			}
+			h.perType(t, tc.service).wantRefused(tc.reqs, tc.code, tc.field)
 		})
 	}
 }

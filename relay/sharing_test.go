@@ -39,77 +39,89 @@ func TestSharedEncoding(t *testing.T) {
 	sameBody(t, a.nextOf(ClusterType), b.nextOf(ClusterType))
 }
 
-func sameBody(t *testing.T, x, y *response) {
+// sameBody requires two responses (SotW or delta) to be equal and to encode
+// the same, nonce aside; each has a nonce.
+func sameBody[M rawResponse](t *testing.T, x, y M) {
 	t.Helper()
-	if x.Nonce == "" || y.Nonce == "" {
+	if x.GetNonce() == "" || y.GetNonce() == "" {
 		t.Fatal("response without nonce")
 	}
-	x, y = proto.Clone(x).(*response), proto.Clone(y).(*response)
-	x.Nonce, y.Nonce = "", ""
-	if !proto.Equal(x, y) {
-		t.Fatalf("shard responses differ beyond the nonce:\n%v\n%v", x, y)
+	var msgs [2]proto.Message
+	var enc [2]string
+	for i, m := range []M{x, y} {
+		c := proto.Clone(m)
+		r := c.ProtoReflect()
+		r.Clear(r.Descriptor().Fields().ByName("nonce"))
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs[i], enc[i] = c, string(b)
 	}
-	det := proto.MarshalOptions{Deterministic: true}
-	bx, err := det.Marshal(x)
-	if err != nil {
-		t.Fatal(err)
+	if !proto.Equal(msgs[0], msgs[1]) {
+		t.Fatalf("responses differ beyond the nonce:\n%v\n%v", x, y)
 	}
-	by, err := det.Marshal(y)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(bx) != string(by) {
-		t.Fatal("shard responses encode differently beyond the nonce")
+	if enc[0] != enc[1] {
+		t.Fatal("responses encode differently beyond the nonce")
 	}
 }
 
-// A stream that ends, by cancellation or by the client half-closing,
-// releases its shards; the shard shared with another stream stays.
+// A stream (SotW or delta) that ends, by cancellation or by the client
+// half-closing, releases its shards and its interest; the shard shared with
+// another stream stays, and no shard is kept without streams.
 func TestStreamEndReleasesShards(t *testing.T) {
-	for _, how := range []string{"cancel", "CloseSend"} {
-		t.Run(how, func(t *testing.T) {
-			h := newHarness(t)
-			h.apply(ClusterType, true, clusters(t, 1, "A")...)
-			h.apply(EndpointType, true, resource(t, EndpointType, "A", 1))
+	for _, p := range protocols {
+		for _, how := range []string{"cancel", "CloseSend"} {
+			t.Run(p.name+"/"+how, func(t *testing.T) {
+				h := newHarness(t)
+				a1, e1 := resource(t, ClusterType, "A", 1), resource(t, EndpointType, "A", 1)
+				h.apply(ClusterType, true, a1)
+				h.apply(EndpointType, true, e1)
 
-			stay := h.ads(t)
-			stay.subscribe(ClusterType)
-			stay.nextOf(ClusterType)
+				stay := p.ads(h, t)
+				stay.subscribe(ClusterType)
+				stay.wantNext(ClusterType, a1)
 
-			c := h.ads(t)
-			c.subscribe(ClusterType)
-			c.nextOf(ClusterType)
-			c.subscribe(EndpointType, "A")
-			c.nextOf(EndpointType)
-			if n := h.srv.StreamCount(); n != 2 {
-				t.Fatalf("%d streams, want 2", n)
-			}
-			if s := h.shards(EndpointType); len(s) != 1 || s[0].Streams != 1 {
-				t.Fatalf("EDS shards %+v, want one with 1 stream", s)
-			}
+				c := p.ads(h, t)
+				c.subscribe(ClusterType)
+				c.wantNext(ClusterType, a1)
+				c.subscribe(EndpointType, "A")
+				c.wantNext(EndpointType, e1)
+				if n := h.srv.StreamCount(); n != 2 {
+					t.Fatalf("%d streams, want 2", n)
+				}
+				if s := h.shards(EndpointType); len(s) != 1 || s[0].Streams != 1 {
+					t.Fatalf("EDS shards %+v, want one with 1 stream", s)
+				}
+				if s := h.shards(ClusterType); len(s) != 1 || s[0].Streams != 2 {
+					t.Fatalf("CDS shards %+v, want one with 2 streams", s)
+				}
 
-			if how == "cancel" {
-				c.close()
-			} else if err := c.s.CloseSend(); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, "the stream's shards released", func() bool {
-				cds := h.shards(ClusterType)
-				return h.srv.StreamCount() == 1 && len(h.shards(EndpointType)) == 0 &&
-					len(cds) == 1 && cds[0].Streams == 1
-			})
-			for _, ts := range h.class.Status() {
-				for _, s := range ts.Shards {
-					if s.Streams == 0 {
-						t.Fatalf("%s shard %s kept without streams", short(ts.TypeURL), s.Key)
+				if how == "cancel" {
+					c.close()
+				} else if err := c.closeSend(); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "the stream's shards released", func() bool {
+					cds := h.shards(ClusterType)
+					return h.srv.StreamCount() == 1 && len(h.shards(EndpointType)) == 0 &&
+						len(cds) == 1 && cds[0].Streams == 1
+				})
+				if in := h.class.Interest(EndpointType); !in.Empty() {
+					t.Fatalf("EDS interest %+v after the only subscriber left", in)
+				}
+				for _, ts := range h.class.Status() {
+					for _, s := range ts.Shards {
+						if s.Streams == 0 {
+							t.Fatalf("%s shard %s kept without streams", short(ts.TypeURL), s.Key)
+						}
 					}
 				}
-			}
 
-			// The remaining stream still gets pushes.
-			a2 := resource(t, ClusterType, "A", 2)
-			h.apply(ClusterType, false, a2)
-			wantResources(t, stay.nextOf(ClusterType), a2)
-		})
+				// The remaining stream still gets pushes.
+				a2 := h.put(t, ClusterType, true, "A", 2)
+				stay.wantNext(ClusterType, a2)
+			})
+		}
 	}
 }

@@ -1,13 +1,11 @@
 package relay
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -15,46 +13,30 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// FuzzSotWRequests drives a real sotwStream (handle as the reader, collect
-// through flush as the writer) with a fuzzed sequence of requests and class
-// updates, and checks the stream against a model of the client:
+// FuzzSotWRequests drives a real sotwStream through runStreamFuzz (which
+// lists the checks of both stream fuzzers and the input format) against a
+// model of a SotW client, which keeps what it received and forgets what it
+// unsubscribes. Besides the shared checks:
 //
-//   - handle rejects exactly the bad requests, with InvalidArgument or
-//     ResourceExhausted;
-//   - every response decodes, has a fresh nonce, the type URL of a type the
-//     stream subscribes to, distinct resources, exactly as the upstream sent
-//     them, only those subscribed (any for the wildcard), and a version that
-//     always denotes the same content;
+//   - every response has a version that always denotes the same content,
+//     and carries any resource for the wildcard;
 //   - a version is never sent twice in a row for a type unless the client
 //     subscribed to something new in between;
-//   - the stream's subscription is the one the spec's resource_names rules
-//     give (legacy wildcard, "*", empty list);
-//   - after each writer step the client, which keeps what it received and
-//     forgets what it unsubscribes, holds the current content of its shard
-//     (unless it is an empty response of a type without full-state
-//     semantics, a no-op);
-//   - the stream holds exactly one shard per subscribed type, and none once
-//     released; a released stream is told of nothing.
+//   - the subscription follows the resource_names rules (legacy wildcard,
+//     "*", empty list);
+//   - after each writer step the client holds the current content of its
+//     shard (unless it is an empty response of a type without full-state
+//     semantics, a no-op).
 //
-// Input format (see sotwSeeds): a header byte (bit 0: per-type stream; bit
-// 1: its type; bit 2: at most 1 type per stream; bit 3: at most 2 names per
-// request; bits 4-5: the upstream kind, see newFuzzUpstream), then steps,
-// by the low 2 bits of their first byte: 0 request (see sotwFuzz.request),
-// 1 upstream step (see fuzzUpstream.step), 2 and 3 writer step.
+// Requests: see sotwFuzz.request; seeds: sotwSeeds.
 func FuzzSotWRequests(f *testing.F) {
-	res := newFuzzResources(f)
-	for _, seed := range sotwSeeds() {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		runSotWFuzz(t, res, data)
+	fuzzStream(f, sotwSeeds(), func(z *streamFuzz, srv *Server) fuzzModel {
+		m := &sotwFuzz{streamFuzz: z, tr: newFuzzTransport[*request](z),
+			types: map[string]*sotwFuzzType{}, contents: map[string]string{}}
+		z.st = sotwUnderTest(srv, m.tr, z.service())
+		return m
 	})
 }
-
-const (
-	maxFuzzRequests = 16
-	maxFuzzSteps    = 64
-)
 
 // sotwFuzzType is the client's view of one type URL.
 type sotwFuzzType struct {
@@ -67,90 +49,23 @@ type sotwFuzzType struct {
 	forceOK      bool               // subscribed to something new since the last response
 }
 
+// sotwFuzz is the SotW client model of FuzzSotWRequests.
 type sotwFuzz struct {
-	t     *testing.T
-	res   *fuzzResources
-	class *shard.Class
-	st    *sotwStream
-	tr    *fuzzTransport[*request]
-
-	ads        bool
-	fixed      string
-	maxTypes   int
-	maxNames   int
-	classified bool
+	*streamFuzz
+	tr *fuzzTransport[*request]
 
 	types      map[string]*sotwFuzzType
-	nonces     map[string]bool
 	lastNonce  string
 	contents   map[string]string // type + version -> content it denoted
 	reconnectV string            // version and content of the last reconnect pick
 	reconnectC map[string]string
 }
 
-func runSotWFuzz(t *testing.T, res *fuzzResources, data []byte) {
-	in := &fuzzBytes{b: data}
-	h := in.next()
-	srv, class, node := fuzzServer(h&4 != 0, h&8 != 0)
-	z := &sotwFuzz{t: t, res: res, class: class, ads: h&1 == 0, fixed: fuzzTypes[(h>>1)&1],
-		maxTypes: srv.opts.MaxTypesPerStream, maxNames: srv.opts.MaxResourceNames,
-		types: map[string]*sotwFuzzType{}, nonces: map[string]bool{}, contents: map[string]string{}}
-	z.tr = &fuzzTransport[*request]{ctx: context.Background()}
-	fixed, variant := "", "ads"
-	if !z.ads {
-		fixed, variant = z.fixed, "per-type"
-	}
-	z.st = &sotwStream{streamBase: newStreamBase(srv, z.tr.ctx, fixed, variant), transport: z.tr, types: map[string]*typeSub{}}
-
-	upstream := newFuzzUpstream(t, h, res, class)
-	requests := 0
-	alive := true
-	for steps := 0; alive && in.more() && steps < maxFuzzSteps; steps++ {
-		o := in.next()
-		switch o & 3 {
-		case 0:
-			if requests++; requests > maxFuzzRequests {
-				continue
-			}
-			alive = z.request(in, node)
-		case 1:
-			upstream.step(in, o)
-		default:
-			z.flush()
-		}
-		z.checkWatched()
-	}
-	if alive {
-		z.flush()
-	}
-
-	// The stream ends: the reader releases its subscriptions.
-	releaseAll(&z.st.streamBase, z.st.types, z.st, z.st)
-	for _, ts := range class.Status() {
-		if len(ts.Shards) > 0 {
-			t.Fatalf("%s: released stream left shards %+v", short(ts.TypeURL), ts.Shards)
-		}
-	}
-	z.st.mu.Lock()
-	before := len(z.st.queue.entries)
-	z.st.mu.Unlock()
-	for _, typeURL := range fuzzTypes {
-		class.Apply(typeURL, []*shard.Resource{res.get(typeURL, "a", len(data))}, false)
-	}
-	z.st.mu.Lock()
-	after := len(z.st.queue.entries)
-	z.st.mu.Unlock()
-	if after != before {
-		t.Fatalf("released stream was queued %d responses", after-before)
-	}
-}
-
 // request runs one reader step; it reports whether the stream lives on.
 // Bits of the first byte: 0-1 type, 2 no node, 3-4 version_info, 5-6 nonce,
 // 7 NACK (see the fz* constants); the second is the number of names (mod 6),
 // then one byte per name.
-func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
-	t := z.t
+func (z *sotwFuzz) request(in *fuzzBytes) bool {
 	r1, r2 := in.next(), in.next()
 	typ := typeSel(r1)
 	names := []string(nil)
@@ -159,69 +74,28 @@ func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 	}
 
 	// What handle must make of it.
-	typeURL, code, why := typ, codes.OK, ""
-	switch {
-	case z.ads && typ == "":
-		code, why = codes.InvalidArgument, "empty type_url on ADS"
-	case !z.ads && typ == "":
-		typeURL = z.fixed
-	case !z.ads && typ != z.fixed:
-		code, why = codes.InvalidArgument, "type_url of another service"
-	}
 	withNode := r1&4 == 0
-	if code == codes.OK && !z.classified {
-		if !withNode {
-			code, why = codes.InvalidArgument, "first request without node"
-		}
-		z.classified = true
-	}
+	typeURL, code, why := z.admit(typ, withNode)
+	m := z.types[typeURL]
 	if code == codes.OK {
-		if len(names) > z.maxNames {
-			code, why = codes.ResourceExhausted, "too many names"
-		} else if z.types[typeURL] == nil && len(z.types) >= z.maxTypes {
-			code, why = codes.ResourceExhausted, "too many types"
-		}
+		code, why = z.overLimit(len(z.types), m == nil, names)
 	}
 
-	m := z.types[typeURL]
 	req := &request{TypeUrl: typ, ResourceNames: names}
 	if withNode {
-		req.Node = node
+		req.Node = z.node
 	}
-	switch (r1 >> 3) & 3 {
-	case 1:
-		if m != nil && len(m.versions) > 0 {
-			req.VersionInfo = m.versions[len(m.versions)-1]
-		}
-	case 2:
-		req.VersionInfo = "stale-version"
-		if m != nil && len(m.versions) > 1 {
-			req.VersionInfo = m.versions[len(m.versions)-2]
-		}
-	case 3:
-		req.VersionInfo = z.reconnectVersion(typeURL)
+	var versions, nonces []string
+	if m != nil {
+		versions, nonces = m.versions, m.nonces
 	}
-	switch (r1 >> 5) & 3 {
-	case 1:
-		if m != nil && len(m.nonces) > 0 {
-			req.ResponseNonce = m.nonces[len(m.nonces)-1]
-		}
-	case 2:
-		req.ResponseNonce = "stale-nonce"
-		if m != nil && len(m.nonces) > 1 {
-			req.ResponseNonce = m.nonces[len(m.nonces)-2]
-		}
-	case 3:
-		req.ResponseNonce = z.lastNonce
-	}
+	req.VersionInfo = pickRecent(r1>>3, versions, "stale-version", func() string { return z.reconnectVersion(typeURL) })
+	req.ResponseNonce = pickRecent(r1>>5, nonces, "stale-nonce", func() string { return z.lastNonce })
 	if r1&0x80 != 0 {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}
 
-	tracef(t, "request %v", req)
-	z.tr.in = []*request{req}
-	err := readLoop(z.tr.Recv, z.st.handle)
-	wantCode(t, err, code, why)
+	handleFuzz(z.streamFuzz, z.tr, req, code, why)
 	if code != codes.OK {
 		return false
 	}
@@ -282,7 +156,10 @@ func (z *sotwFuzz) request(in *fuzzBytes, node *corev3.Node) bool {
 // would hold: the class's wildcard content of typeURL.
 func (z *sotwFuzz) reconnectVersion(typeURL string) string {
 	w := &fuzzNopWatcher{}
-	sh := z.class.Subscribe(typeURL, shard.Subscription{Wildcard: true}, w)
+	sh, err := z.class.TrySubscribe(typeURL, shard.Subscription{Wildcard: true}, w)
+	if err != nil {
+		z.t.Fatal(err)
+	}
 	defer z.class.Unsubscribe(sh, w)
 	cur := sh.Current()
 	if cur == nil {
@@ -304,14 +181,9 @@ func (z *sotwFuzz) contentOf(rs []*shard.Resource) map[string]string {
 	return out
 }
 
-// flush runs one writer step and takes what the client receives.
-func (z *sotwFuzz) flush() {
-	t := z.t
-	tracef(t, "writer step")
-	if err := flush(&z.st.streamBase, z.st.collect, z.tr.SendMsg); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
-	for _, b := range z.tr.take(t) {
+// received takes what the client receives in a writer step.
+func (z *sotwFuzz) received(sent [][]byte) {
+	for _, b := range sent {
 		z.receive(b)
 	}
 	z.checkSubscriptions()
@@ -324,19 +196,10 @@ func (z *sotwFuzz) receive(b []byte) {
 	if err := proto.Unmarshal(b, &resp); err != nil {
 		t.Fatalf("response does not decode: %v", err)
 	}
-	if resp.Nonce == "" || z.nonces[resp.Nonce] {
-		t.Fatalf("response nonce %q empty or reused", resp.Nonce)
-	}
-	z.nonces[resp.Nonce] = true
 	typeURL := resp.TypeUrl
 	tracef(t, "response %s version %s nonce %s: %v", short(typeURL), resp.VersionInfo, resp.Nonce, names(t, &resp))
 	m := z.types[typeURL]
-	if m == nil || m.sub.Empty() {
-		t.Fatalf("%q response on a stream not subscribed to it", typeURL)
-	}
-	if !z.ads && typeURL != z.fixed {
-		t.Fatalf("%q response on a stream of %q", typeURL, z.fixed)
-	}
+	z.addressed(resp.Nonce, typeURL, m != nil && !m.sub.Empty())
 	if resp.VersionInfo == "" {
 		t.Fatalf("%s response without version_info", short(typeURL))
 	}
@@ -381,41 +244,23 @@ func canonical(content map[string]string) string {
 
 // checkSubscriptions compares the stream's subscriptions with the model's.
 func (z *sotwFuzz) checkSubscriptions() {
-	t := z.t
-	z.st.mu.Lock()
-	defer z.st.mu.Unlock()
-	if len(z.st.types) != len(z.types) {
-		t.Fatalf("stream has %d types, the client subscribed %d", len(z.st.types), len(z.types))
-	}
-	for typeURL, m := range z.types {
-		ts := z.st.types[typeURL]
-		switch {
-		case ts == nil:
-			t.Fatalf("stream has no state for %s", short(typeURL))
-		case ts.explicitSeen != m.explicitSeen:
-			t.Fatalf("%s: explicitSeen %v, want %v", short(typeURL), ts.explicitSeen, m.explicitSeen)
-		case (ts.shard == nil) != m.sub.Empty():
-			t.Fatalf("%s: shard %v, want subscription %+v", short(typeURL), ts.shard != nil, m.sub)
-		case ts.shard != nil && !ts.shard.Sub.Equal(m.sub):
-			t.Fatalf("%s: subscribed to %+v, want %+v", short(typeURL), ts.shard.Sub, m.sub)
+	z.checkTypes(len(z.types), func(typeURL string) (shard.Subscription, *bool, bool) {
+		m := z.types[typeURL]
+		if m == nil {
+			return shard.Subscription{}, nil, false
 		}
-	}
+		return m.sub, &m.explicitSeen, true
+	})
 }
 
 // checkSync requires, after a writer step, that the client holds its
 // shards' current content.
 func (z *sotwFuzz) checkSync() {
 	t := z.t
-	for typeURL, m := range z.types {
-		z.st.mu.Lock()
-		sh := z.st.types[typeURL].shard
-		z.st.mu.Unlock()
-		if sh == nil {
-			continue
-		}
-		cur := sh.Current()
-		if cur == nil || len(cur.Names) == 0 && !shard.FullState(typeURL) {
-			continue // nothing to tell, or a no-op to tell
+	for typeURL, sc := range z.currents() { // checkSubscriptions: each has a model
+		m, cur := z.types[typeURL], sc.resp
+		if len(cur.Names) == 0 && !shard.FullState(typeURL) {
+			continue // a no-op to tell
 		}
 		if m.held == nil {
 			t.Fatalf("%s: client never got the shard's content %s %v (claimed unknown: %v)", short(typeURL), cur.Version, cur.Names, m.heldUnknown)
@@ -431,18 +276,6 @@ func (z *sotwFuzz) checkSync() {
 				slices.Sorted(maps.Keys(held)), m.sub, cur.Version, cur.Names)
 		}
 	}
-}
-
-func (z *sotwFuzz) checkWatched() {
-	z.st.mu.Lock()
-	held := map[string]*shard.Shard{}
-	for typeURL, ts := range z.st.types {
-		if ts.shard != nil {
-			held[typeURL] = ts.shard
-		}
-	}
-	z.st.mu.Unlock()
-	checkWatched(z.t, z.class, held)
 }
 
 // fuzzNopWatcher watches a shard briefly, to read its content.

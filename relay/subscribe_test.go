@@ -16,14 +16,10 @@ func TestNewlyRequestedNamesResent(t *testing.T) {
 
 			c := h.ads(t)
 			c.subscribe(typeURL, "A")
-			r1 := c.nextOf(typeURL)
-			wantResources(t, r1, a)
-			c.ack(r1)
+			c.ackNext(typeURL, a)
 
 			c.subscribe(typeURL, "A", "B")
-			r2 := c.nextOf(typeURL)
-			wantResources(t, r2, a, b)
-			c.ack(r2)
+			c.ackNext(typeURL, a, b)
 
 			// Dropping B and asking again delivers B again: the client forgot
 			// it. The relay may have dropped B from the class when nobody
@@ -40,54 +36,40 @@ func TestNewlyRequestedNamesResent(t *testing.T) {
 	}
 }
 
-// A requested name that does not exist yet is pushed when it appears.
+// A requested name that does not exist yet is pushed when it appears; so is
+// a name of a type of which nothing exists yet.
 func TestRequestedNamePushedWhenItAppears(t *testing.T) {
-	t.Run("EDS", func(t *testing.T) {
-		h := newHarness(t)
-		a := resource(t, EndpointType, "A", 1)
-		h.apply(EndpointType, true, a)
+	for _, tc := range []struct{ name, typeURL, missing string }{
+		{"EDS", EndpointType, "B"},
+		{"CDS", ClusterType, "Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			a := resource(t, tc.typeURL, "A", 1)
+			h.apply(tc.typeURL, true, a)
 
-		c := h.ads(t)
-		c.subscribe(EndpointType, "A", "B")
-		r1 := c.nextOf(EndpointType)
-		wantResources(t, r1, a)
-		c.ack(r1)
-		c.fence()
+			c := h.ads(t)
+			c.subscribe(tc.typeURL, "A", tc.missing)
+			c.ackNext(tc.typeURL, a)
+			c.fence()
 
-		b := resource(t, EndpointType, "B", 1)
-		h.apply(EndpointType, false, b)
-		wantResources(t, c.nextOf(EndpointType), a, b)
+			m := resource(t, tc.typeURL, tc.missing, 1)
+			h.apply(tc.typeURL, false, m)
+			wantResources(t, c.nextOf(tc.typeURL), a, m)
 
-		// Nothing of the type exists at all yet: silence, then the push.
-		c.subscribe(RouteType, "R")
-		c.fence()
-		r := resource(t, RouteType, "R", 1)
-		h.apply(RouteType, true, r)
-		wantResources(t, c.nextOf(RouteType), r)
-	})
-	t.Run("CDS", func(t *testing.T) {
-		h := newHarness(t)
-		a := resource(t, ClusterType, "A", 1)
-		h.apply(ClusterType, true, a)
-
-		c := h.ads(t)
-		c.subscribe(ClusterType, "A", "Z")
-		r1 := c.nextOf(ClusterType)
-		wantResources(t, r1, a)
-		c.ack(r1)
-		c.fence()
-
-		z := resource(t, ClusterType, "Z", 1)
-		h.apply(ClusterType, false, z)
-		wantResources(t, c.nextOf(ClusterType), a, z)
-	})
+			// Nothing of the type exists at all yet: silence, then the push.
+			c.subscribe(RouteType, "R")
+			c.fence()
+			r := h.put(t, RouteType, true, "R", 1)
+			wantResources(t, c.nextOf(RouteType), r)
+		})
+	}
 	t.Run("EDS per-type", func(t *testing.T) {
 		h := newHarness(t)
 		c := h.perType(t, EndpointType)
 		c.subscribe(EndpointType, "X")
-		expectNothing(t, c, quietWindow)
-		x := resource(t, EndpointType, "X", 1)
-		h.apply(EndpointType, true, x)
+		c.expectNothing(quietWindow)
+		x := h.put(t, EndpointType, true, "X", 1)
 		wantResources(t, c.nextOf(EndpointType), x)
 	})
 }
@@ -100,36 +82,29 @@ func TestUnsubscribeName(t *testing.T) {
 
 	c := h.ads(t)
 	c.subscribe(EndpointType, "A", "B")
-	r1 := c.nextOf(EndpointType)
-	wantResources(t, r1, a1, b1)
-	c.ack(r1)
+	c.ackNext(EndpointType, a1, b1)
 
 	c.subscribe(EndpointType, "A")
 	c.fence() // names only removed: nothing to send
 
 	h.apply(EndpointType, false, resource(t, EndpointType, "B", 2))
-	a2 := resource(t, EndpointType, "A", 2)
-	h.apply(EndpointType, false, a2)
+	a2 := h.put(t, EndpointType, false, "A", 2)
 	wantResources(t, c.nextOf(EndpointType), a2)
 }
 
 // Types other than Listener and Cluster never get an empty response.
 func TestNonFullStateNeverEmpty(t *testing.T) {
 	h := newHarness(t)
-	a := resource(t, EndpointType, "A", 1)
-	h.apply(EndpointType, true, a)
+	a := h.put(t, EndpointType, true, "A", 1)
 
 	c := h.ads(t)
 	c.subscribe(EndpointType, "A", "B")
-	r1 := c.nextOf(EndpointType)
-	wantResources(t, r1, a)
-	c.ack(r1)
+	c.ackNext(EndpointType, a)
 
 	// A deleted upstream: the shard has nothing left, which is not sent.
 	h.apply(EndpointType, true, resource(t, EndpointType, "C", 1))
 	c.fence()
-	b := resource(t, EndpointType, "B", 1)
-	h.apply(EndpointType, false, b)
+	b := h.put(t, EndpointType, false, "B", 1)
 	wantResources(t, c.nextOf(EndpointType), b)
 
 	// The upstream's first answer for a type is empty: nothing sent.

@@ -9,6 +9,20 @@ import (
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
+// midRelay is a relay whose classes are fed by the real upstream client
+// from top.
+func midRelay(t *testing.T, top *harness) *harness {
+	t.Helper()
+	up, err := upstream.New(upstream.Config{Address: top.addr, RelayID: "relay-mid",
+		Backoff: upstream.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := newHarnessWith(t, up.Attach)
+	t.Cleanup(func() { _ = up.Close() })
+	return mid
+}
+
 // Two tiers: a relay ("mid") whose class is fed by the real upstream client
 // from another relay ("top", fed by Apply, standing in for the control
 // plane). An Envoy-like client (legacy wildcard CDS) disconnects and comes
@@ -20,19 +34,11 @@ func TestTwoTierReconnectKeepsClusters(t *testing.T) {
 	abc := clusters(t, 1, "A", "B", "C")
 	top.apply(ClusterType, true, abc...)
 
-	up, err := upstream.New(upstream.Config{Address: top.addr, RelayID: "relay-mid",
-		Backoff: upstream.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mid := newHarnessWith(t, up.Attach)
-	t.Cleanup(func() { _ = up.Close() })
+	mid := midRelay(t, top)
 
 	first := mid.ads(t)
 	first.subscribe(ClusterType)
-	r := first.nextOf(ClusterType)
-	wantResources(t, r, abc...)
-	first.ack(r)
+	r := first.ackNext(ClusterType, abc...)
 	first.fence()
 	first.close()
 	eventually(t, "the first stream's shards released", func() bool { return len(mid.shards(ClusterType)) == 0 })
@@ -49,7 +55,7 @@ func TestTwoTierReconnectKeepsClusters(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 	}
-	expectNothing(t, again, quietWindow) // no late repair either
+	again.expectNothing(quietWindow) // no late repair either
 	for _, ts := range mid.class.Status() {
 		if ts.TypeURL == ClusterType && ts.Resources != 3 {
 			t.Errorf("mid relay holds %d clusters after the reconnect, want 3 (upstream unchanged); "+
@@ -68,19 +74,11 @@ func TestTwoTierReconnectNamedCluster(t *testing.T) {
 	a := resource(t, ClusterType, "A", 1)
 	top.apply(ClusterType, true, a, resource(t, ClusterType, "B", 1))
 
-	up, err := upstream.New(upstream.Config{Address: top.addr, RelayID: "relay-mid",
-		Backoff: upstream.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mid := newHarnessWith(t, up.Attach)
-	t.Cleanup(func() { _ = up.Close() })
+	mid := midRelay(t, top)
 
 	first := mid.ads(t)
 	first.subscribe(ClusterType, "A")
-	r := first.nextOf(ClusterType)
-	wantResources(t, r, a)
-	first.ack(r)
+	r := first.ackNext(ClusterType, a)
 	first.fence()
 	first.close()
 	eventually(t, "the mid relay to drop A", func() bool {

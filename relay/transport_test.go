@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -26,23 +25,8 @@ func serveLimits(t *testing.T, limits ConnLimits) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(shard.NewRegistry(classifier, nil), zaptest.NewLogger(t), Options{})
-	g := grpc.NewServer(append(ServerOptions(), limits.ServerOptions()...)...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = g.Serve(srv.TrackConnections(lis))
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-served
-	})
-	return lis.Addr().String()
+	srv := NewServer(shard.NewRegistryWith(classifier, nil, shard.Lifecycle{}), zaptest.NewLogger(t), Options{})
+	return serveRelay(t, srv, nil, limits.ServerOptions()...)
 }
 
 // rawConn is a raw HTTP/2 client connection: it sends what it is told to,

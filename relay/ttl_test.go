@@ -27,33 +27,12 @@ func ttlBytes(t testing.TB, d time.Duration) []byte {
 
 // withTTL is r delivered with ttl: same bytes, the TTL part of the hash.
 func withTTL(r *shard.Resource, ttl []byte) *shard.Resource {
-	return &shard.Resource{Name: r.Name, Any: r.Any, TTL: ttl, Hash: dedup.ResourceHashTTL(r.Any, ttl)}
+	return &shard.Resource{Name: r.Name, Any: r.Any, TTL: ttl, Hash: dedup.ResourceHashFull(r.Any, ttl, nil)}
 }
 
 // ttlAware is a node of the harness's class announcing resource-in-SotW.
 func ttlAware(id string) *corev3.Node {
 	return &corev3.Node{Id: id, Cluster: "class-a", ClientFeatures: []string{FeatureResourceInSotW}}
-}
-
-// nextRaw is client.next for responses the envelope check cannot read
-// (Resource wrappers): it checks the nonce only and records the response.
-func nextRaw(t *testing.T, c *client) *response {
-	t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err != nil {
-			t.Fatalf("stream failed: %v", r.err)
-		}
-		if r.resp.Nonce == "" || c.nonces[r.resp.Nonce] {
-			t.Fatalf("response nonce %q empty or reused", r.resp.Nonce)
-		}
-		c.nonces[r.resp.Nonce] = true
-		c.last[r.resp.TypeUrl] = r.resp
-		return r.resp
-	case <-time.After(recvTimeout):
-		t.Fatalf("no response within %v", recvTimeout)
-	}
-	return nil
 }
 
 // wrapped decodes a SotW resource that must be a Resource wrapper.
@@ -126,7 +105,7 @@ func TestTTLSotWClientWithFeature(t *testing.T) {
 	c.subscribe(EndpointType, "a", "b")
 	h.class.ApplyUpdate(EndpointType, shard.Update{Resources: []*shard.Resource{a, b}})
 
-	r1 := nextRaw(t, c)
+	r1 := c.nextUnchecked(recvTimeout)
 	if r1.TypeUrl != EndpointType || len(r1.Resources) != 2 {
 		t.Fatalf("first response: %s with %d resources, want EDS with 2", r1.TypeUrl, len(r1.Resources))
 	}
@@ -146,7 +125,7 @@ func TestTTLSotWClientWithFeature(t *testing.T) {
 	eventually(t, "the ACK", func() bool { return streamStatus(t, h, "aware", EndpointType).ACKs == 1 })
 
 	h.class.ApplyUpdate(EndpointType, heartbeat(EndpointType, ttl30, "a"))
-	hb := nextRaw(t, c)
+	hb := c.nextUnchecked(recvTimeout)
 	if hb.TypeUrl != EndpointType || hb.VersionInfo != r1.VersionInfo || len(hb.Resources) != 1 {
 		t.Fatalf("heartbeat: %s at %q with %d resources, want EDS at %q with 1", hb.TypeUrl, hb.VersionInfo, len(hb.Resources), r1.VersionInfo)
 	}
@@ -168,7 +147,7 @@ func TestTTLSotWClientWithFeature(t *testing.T) {
 	// A new TTL is a new version of the resource.
 	a2 := withTTL(a, ttl60)
 	h.class.ApplyUpdate(EndpointType, shard.Update{Resources: []*shard.Resource{a2}})
-	r3 := nextRaw(t, c)
+	r3 := c.nextUnchecked(recvTimeout)
 	if r3.TypeUrl != EndpointType || r3.VersionInfo == r1.VersionInfo || len(r3.Resources) != 2 {
 		t.Fatalf("after the TTL change: %s at %q with %d resources, want a new EDS version with 2", r3.TypeUrl, r3.VersionInfo, len(r3.Resources))
 	}
@@ -198,7 +177,7 @@ func TestTTLSotWClientWithoutFeature(t *testing.T) {
 
 	pr := plain.nextOf(EndpointType) // the envelope check: type_url is the resource type
 	wantResources(t, pr, a)
-	ar := nextRaw(t, aware)
+	ar := aware.nextUnchecked(recvTimeout)
 	if len(ar.Resources) != 1 || wrapped(t, ar.Resources[0]).Name != "a" || ar.VersionInfo != pr.VersionInfo {
 		t.Fatalf("aware client: %v at %q, want a wrapped a at %q", ar.Resources, ar.VersionInfo, pr.VersionInfo)
 	}
@@ -212,7 +191,7 @@ func TestTTLSotWClientWithoutFeature(t *testing.T) {
 	})
 
 	h.class.ApplyUpdate(EndpointType, heartbeat(EndpointType, ttl, "a"))
-	if hb := nextRaw(t, aware); hb.VersionInfo != ar.VersionInfo || wrapped(t, hb.Resources[0]).Resource != nil {
+	if hb := aware.nextUnchecked(recvTimeout); hb.VersionInfo != ar.VersionInfo || wrapped(t, hb.Resources[0]).Resource != nil {
 		t.Fatalf("aware client: %v at %q, want a heartbeat at %q", hb.Resources, hb.VersionInfo, ar.VersionInfo)
 	}
 	// Barriers: nothing was due to the plain client before its fence, nor
@@ -228,27 +207,6 @@ func TestTTLSotWClientWithoutFeature(t *testing.T) {
 	if st := streamStatus(t, h, "plain", EndpointType); st.Heartbeats != 0 || st.Pushes != 2 {
 		t.Fatalf("plain client status: heartbeats %d pushes %d, want 0 and 2", st.Heartbeats, st.Pushes)
 	}
-}
-
-// nextDeltaRaw is deltaClient.next for heartbeats (Resources without a
-// resource, which the envelope check refuses).
-func nextDeltaRaw(t *testing.T, c *deltaClient) *deltaResponse {
-	t.Helper()
-	select {
-	case r := <-c.ch:
-		if r.err != nil {
-			t.Fatalf("stream failed: %v", r.err)
-		}
-		if r.resp.Nonce == "" || c.nonces[r.resp.Nonce] {
-			t.Fatalf("response nonce %q empty or reused", r.resp.Nonce)
-		}
-		c.nonces[r.resp.Nonce] = true
-		c.last[r.resp.TypeUrl] = r.resp
-		return r.resp
-	case <-time.After(recvTimeout):
-		t.Fatalf("no delta response within %v", recvTimeout)
-	}
-	return nil
 }
 
 // TestTTLDeltaClient: a delta client gets Resource.ttl on the resource, a
@@ -276,7 +234,7 @@ func TestTTLDeltaClient(t *testing.T) {
 	eventually(t, "the ACK", func() bool { return h.typeStatus(t, EndpointType).ACKs == 1 })
 
 	h.class.ApplyUpdate(EndpointType, heartbeat(EndpointType, ttl30, "a"))
-	hb := nextDeltaRaw(t, c)
+	hb := c.nextUnchecked(recvTimeout)
 	if hb.TypeUrl != EndpointType || hb.SystemVersionInfo != r1.SystemVersionInfo || len(hb.Resources) != 1 || len(hb.RemovedResources) != 0 {
 		t.Fatalf("heartbeat: %v, want one EDS entry at %q", hb, r1.SystemVersionInfo)
 	}
@@ -314,9 +272,7 @@ func TestTTLReplaceKeepsHeartbeatOnlyResource(t *testing.T) {
 	h.class.ApplyUpdate(ClusterType, shard.Update{Resources: []*shard.Resource{a, b}, Kind: shard.UpdateFull})
 	c := h.deltaADS(t)
 	c.subscribe(ClusterType, "*")
-	r1 := c.nextOf(ClusterType)
-	wantDelta(t, r1, nil, a, b)
-	c.ack(r1)
+	r1 := c.ackNext(ClusterType, nil, a, b)
 	eventually(t, "the ACK", func() bool { return h.typeStatus(t, ClusterType).ACKs == 1 })
 	before := h.shards(ClusterType)[0].Version
 
@@ -324,7 +280,7 @@ func TestTTLReplaceKeepsHeartbeatOnlyResource(t *testing.T) {
 	u := heartbeat(ClusterType, ttl, "a")
 	u.Resources, u.Kind = []*shard.Resource{b}, shard.UpdateFull
 	h.class.ApplyUpdate(ClusterType, u)
-	hb := nextDeltaRaw(t, c)
+	hb := c.nextUnchecked(recvTimeout)
 	if len(hb.RemovedResources) != 0 || len(hb.Resources) != 1 || hb.Resources[0].Name != "a" || hb.Resources[0].Resource != nil {
 		t.Fatalf("got %v, want only the heartbeat of a (no removal)", hb)
 	}
@@ -361,7 +317,7 @@ func TestTTLHeartbeatTTLReachesLaterClients(t *testing.T) {
 	c := h.ads(t)
 	c.node = ttlAware("late")
 	c.subscribe(EndpointType, "a")
-	r := nextRaw(t, c)
+	r := c.nextUnchecked(recvTimeout)
 	if len(r.Resources) != 1 {
 		t.Fatalf("got %d resources, want a", len(r.Resources))
 	}

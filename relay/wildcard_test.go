@@ -31,20 +31,17 @@ func TestWildcardForms(t *testing.T) {
 		cs[i].ack(r) // an ACK with empty names keeps the legacy wildcard
 		cs[i].fence()
 	}
-	d := resource(t, ClusterType, "D", 1)
-	h.apply(ClusterType, false, d)
+	d := h.put(t, ClusterType, false, "D", 1)
 	for i := range cs {
 		wantResources(t, cs[i].nextOf(ClusterType), append(abc, d)...)
 	}
-	x := resource(t, ClusterType, "X", 1)
-	h.apply(ClusterType, false, x)
+	x := h.put(t, ClusterType, false, "X", 1)
 	for i := range cs {
 		wantResources(t, cs[i].nextOf(ClusterType), append(abc, d, x)...)
 	}
 
 	// Legacy wildcard on a per-type service, type_url left empty.
-	l := resource(t, ListenerType, "L", 1)
-	h.apply(ListenerType, true, l)
+	l := h.put(t, ListenerType, true, "L", 1)
 	lc := h.perType(t, ListenerType)
 	lc.send(&request{Node: h.node})
 	wantResources(t, lc.nextOf(ListenerType), l)
@@ -61,8 +58,7 @@ func TestFirstResponseWaitsForData(t *testing.T) {
 	r := c.nextOf(ClusterType)
 	wantResources(t, r)
 	c.ack(r)
-	a := resource(t, ClusterType, "A", 1)
-	h.apply(ClusterType, false, a)
+	a := h.put(t, ClusterType, false, "A", 1)
 	wantResources(t, c.nextOf(ClusterType), a)
 }
 
@@ -76,9 +72,7 @@ func TestSotWWildcardExample(t *testing.T) {
 
 	// 1. resource_names unset: wildcard.
 	c.subscribe(ClusterType)
-	r := c.nextOf(ClusterType)
-	wantResources(t, r, abc...)
-	c.ack(r)
+	r := c.ackNext(ClusterType, abc...)
 
 	// 2. ["*", "A"]: wildcard continues, A newly requested and resent.
 	c.subscribe(ClusterType, "*", "A")
@@ -91,8 +85,7 @@ func TestSotWWildcardExample(t *testing.T) {
 	c.fence()
 	h.apply(ClusterType, false, resource(t, ClusterType, "B", 2))
 	c.fence() // B's change is not pushed
-	a2 := resource(t, ClusterType, "A", 2)
-	h.apply(ClusterType, false, a2)
+	a2 := h.put(t, ClusterType, false, "A", 2)
 	r = c.nextOf(ClusterType)
 	wantResources(t, r, a2) // full state of the subscription: A alone
 	c.ack(r)
@@ -104,7 +97,7 @@ func TestSotWWildcardExample(t *testing.T) {
 	h.apply(ClusterType, true, clusters(t, 4, "A", "B", "C", "D")...)
 	h.apply(ClusterType, true)
 	c.fence()
-	expectNothing(t, c, quietWindow)
+	c.expectNothing(quietWindow)
 	if ts := h.typeStatus(t, ClusterType); ts.Wildcard || len(ts.Names) != 0 {
 		t.Fatalf("after unsubscribing: wildcard=%v names=%v", ts.Wildcard, ts.Names)
 	}
@@ -119,12 +112,9 @@ func TestFullState(t *testing.T) {
 		h.apply(ClusterType, true, a, b, cc)
 		c := h.ads(t)
 		c.subscribe(ClusterType)
-		r := c.nextOf(ClusterType)
-		wantResources(t, r, a, b, cc)
-		c.ack(r)
+		r := c.ackNext(ClusterType, a, b, cc)
 
-		b2 := resource(t, ClusterType, "B", 2)
-		h.apply(ClusterType, false, b2)
+		b2 := h.put(t, ClusterType, false, "B", 2)
 		r = c.nextOf(ClusterType)
 		wantResources(t, r, a, b2, cc)
 		c.ack(r)
@@ -151,12 +141,9 @@ func TestFullState(t *testing.T) {
 		h.apply(ListenerType, true, l1, l2, resource(t, ListenerType, "L3", 1))
 		c := h.perType(t, ListenerType)
 		c.subscribe(ListenerType, "L1", "L2")
-		r := c.nextOf(ListenerType)
-		wantResources(t, r, l1, l2)
-		c.ack(r)
+		r := c.ackNext(ListenerType, l1, l2)
 
-		l1b := resource(t, ListenerType, "L1", 2)
-		h.apply(ListenerType, false, l1b)
+		l1b := h.put(t, ListenerType, false, "L1", 2)
 		r = c.nextOf(ListenerType)
 		wantResources(t, r, l1b, l2)
 		c.ack(r)
@@ -186,7 +173,7 @@ func TestReconnectSameVersion(t *testing.T) {
 		same := h.ads(t)
 		same.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: v, ResourceNames: names})
 		same.fence()
-		expectNothing(t, same, quietWindow)
+		same.expectNothing(quietWindow)
 	}
 
 	other := h.ads(t)
@@ -201,8 +188,7 @@ func TestReconnectSameVersion(t *testing.T) {
 	same := h.ads(t)
 	same.send(&request{Node: h.node, TypeUrl: ClusterType, VersionInfo: v})
 	same.fence()
-	d := resource(t, ClusterType, "D", 1)
-	h.apply(ClusterType, false, d)
+	d := h.put(t, ClusterType, false, "D", 1)
 	wantResources(t, same.nextOf(ClusterType), append(abc, d)...)
 }
 

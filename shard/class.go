@@ -17,9 +17,14 @@ import (
 // Class is one node class: the resources its upstream sent, per type URL, and
 // the shards its downstream streams subscribe to.
 //
-// Lock order: Class.mu, then whatever a Watcher locks in ShardChanged.
+// Lock order: Registry.mu, then Class.mu, then whatever a Watcher locks in
+// ShardChanged and ShardHeartbeat (a stream's lock), which the class calls
+// with mu held. So callers must not hold a stream's lock (or any lock a
+// Watcher takes) while calling into a class: subscribe, unsubscribe, apply
+// and read it with no stream lock held, or the order inverts and deadlocks.
 type Class struct {
-	// Set at construction, read-only.
+	// Read-only after creation (the registry sets onInterest, onFanout and
+	// limits before it publishes the class).
 	Name string
 	// Node is the first downstream node seen for the class; the upstream node
 	// is synthesized from it. Callers must not modify it.
@@ -36,11 +41,12 @@ type Class struct {
 	limits    Limits
 	nodeBytes int
 
+	// Guarded by mu.
 	mu     sync.Mutex
-	tables map[string]*table // guarded by mu
+	tables map[string]*table // each table and its shards' watchers too
 	// idle: no stream holds a lease on the class (it lingers); a shard whose
 	// last watcher leaves is kept, with its upstream interest, for clients
-	// that come back. Guarded by mu, set under Registry.mu.
+	// that come back. Written under Registry.mu as well.
 	idle bool
 
 	// Guarded by Registry.mu (see registry.go).
@@ -75,13 +81,6 @@ func (c *Class) table(typeURL string) *table {
 // existing shard never changes the union, and is never refused.
 func (c *Class) TrySubscribe(typeURL string, sub Subscription, w Watcher) (*Shard, error) {
 	return c.subscribe(typeURL, sub, w, true)
-}
-
-// Subscribe is TrySubscribe without the class's Limits, for sources and
-// tests; a client's subscription goes through TrySubscribe.
-func (c *Class) Subscribe(typeURL string, sub Subscription, w Watcher) *Shard {
-	s, _ := c.subscribe(typeURL, sub, w, false)
-	return s
 }
 
 func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited bool) (*Shard, error) {
@@ -219,13 +218,6 @@ func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
 	c.ApplyUpdate(typeURL, Update{Kind: kind, Resources: update})
 }
 
-// ApplyDelta installs an incremental upstream update of typeURL: updated
-// resources are merged and removed names deleted. An incremental upstream
-// reports deletions, so absence from the table is known to mean deletion.
-func (c *Class) ApplyDelta(typeURL string, updated []*Resource, removed []string) {
-	c.ApplyUpdate(typeURL, Update{Kind: UpdateIncremental, Resources: updated, Removed: removed})
-}
-
 // ApplyUpdate installs u into typeURL's table, rebuilds the shards it
 // affects and tells their watchers, then forwards its heartbeats.
 func (c *Class) ApplyUpdate(typeURL string, u Update) {
@@ -236,7 +228,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
 	}
 	t := c.table(typeURL)
-	resources := u.Resources
+	resources := t.keepAsked(u.Resources)
 	beats := u.Heartbeats[:0:0]
 	for _, hb := range u.Heartbeats {
 		r, ok := t.resources[hb.Name]
@@ -367,8 +359,9 @@ func (c *Class) shardCount() int {
 	return n
 }
 
-// TypeStatus describes one type of a class, for the admin endpoints.
-type TypeStatus struct {
+// TableStatus describes one type URL's table in a class (what the upstream
+// sent and the shards selecting from it), for the admin endpoints.
+type TableStatus struct {
 	TypeURL   string        `json:"type_url"`
 	Received  bool          `json:"received"`
 	Resources int           `json:"resources"`
@@ -389,13 +382,13 @@ type ShardStatus struct {
 }
 
 // Status returns a consistent view of the class's tables and shards.
-func (c *Class) Status() []TypeStatus {
+func (c *Class) Status() []TableStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]TypeStatus, 0, len(c.tables))
+	out := make([]TableStatus, 0, len(c.tables))
 	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
 		t := c.tables[typeURL]
-		ts := TypeStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
+		ts := TableStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
 		for _, list := range t.shards {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}

@@ -46,8 +46,12 @@ func (e *MaxClassesError) Error() string {
 // class is dropped whole; a later node of that class makes a new class, with
 // a fresh upstream stream. If streams came back, the shards that stayed
 // unwatched are removed when the linger ends.
+//
+// Lock order: Registry.mu, then Class.mu (taken under it to mark a class idle
+// or sweep it). A class is dropped (its source detached, which waits for the
+// class's upstream stream) with no lock held.
 type Registry struct {
-	// Set at construction, read-only.
+	// Read-only after creation.
 	classifier *Classifier
 	// newClass is called once per class, under mu, right after the class is
 	// created and before any stream can subscribe to it; it returns the
@@ -56,12 +60,16 @@ type Registry struct {
 	newClass func(*Class) func(typeURL string)
 	life     Lifecycle
 
+	// Guarded by mu.
 	mu       sync.Mutex
-	classes  map[string]*Class // guarded by mu
-	onFanout FanoutObserver    // guarded by mu; copied into each class
-	closed   bool              // guarded by mu: no more linger timers
-	drops    sync.WaitGroup    // drops in progress; Add under mu while !closed
-	limits   Limits            // guarded by mu; copied into each class
+	classes  map[string]*Class
+	onFanout FanoutObserver // copied into each class
+	closed   bool           // no more linger timers
+	limits   Limits         // copied into each class
+
+	// drops counts drops in progress: Add under mu while !closed, Done by
+	// the dropping goroutine; Close waits for it.
+	drops sync.WaitGroup
 }
 
 // SetClassLimits sets the limits of every class created from then on (call
@@ -91,32 +99,16 @@ func (r *Registry) Counts() (classes, shards int) {
 	return len(r.classes), shards
 }
 
-// NewRegistry returns a registry classifying nodes with c, whose classes
-// are never dropped. start is called for each new class and returns the
-// hook told about interest changes.
-func NewRegistry(c *Classifier, start func(*Class) func(typeURL string)) *Registry {
-	return NewRegistryWith(c, start, Lifecycle{})
-}
-
-// NewRegistryWith is NewRegistry with a class lifecycle.
+// NewRegistryWith returns a registry classifying nodes with c, whose
+// classes live as life says (the zero Lifecycle: never dropped, no bound).
+// start is called for each new class and returns the hook told about
+// interest changes.
 func NewRegistryWith(c *Classifier, start func(*Class) func(typeURL string), life Lifecycle) *Registry {
 	return &Registry{classifier: c, newClass: start, life: life, classes: map[string]*Class{}}
 }
 
 // Classify returns the node's class name without creating the class.
 func (r *Registry) Classify(node *corev3.Node) string { return r.classifier.Classify(node) }
-
-// ClassFor returns the node's class, creating it on the node's first visit,
-// without holding a lease on it: a class nobody leases lingers, then is
-// dropped. It returns nil when the class would exceed MaxClasses.
-func (r *Registry) ClassFor(node *corev3.Node) *Class {
-	c, err := r.Acquire(node)
-	if err != nil {
-		return nil
-	}
-	r.Release(c)
-	return c
-}
 
 // Acquire returns the node's class with a lease on it, creating the class on
 // the node's first visit (or the first after it was dropped). The caller

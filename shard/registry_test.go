@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -28,78 +29,76 @@ func lifecycleRegistry(t *testing.T, life Lifecycle) (*Registry, chan *Class, *s
 
 func node(cluster string) *corev3.Node { return &corev3.Node{Id: "n-" + cluster, Cluster: cluster} }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling a state, not ordering events
-	}
-}
-
 // A class left by its last stream keeps its shard (and so its upstream
 // interest) while it lingers: a stream coming back gets the same shard,
 // already holding the state. A shard left unwatched after the class came
 // back is swept when the linger ends.
 func TestLingeringClassKeepsShards(t *testing.T) {
-	r, dropped, interest := lifecycleRegistry(t, Lifecycle{Linger: 20 * time.Millisecond})
-	c, err := r.Acquire(node("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &recorder{}
-	wild := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
-	c.Apply(ClusterType, []*Resource{res("x", "1")}, true)
-	r.Release(c)
-	c.Unsubscribe(wild, w)
-	changes, _ := interest.Load("a")
-	if got := *changes.(*[]string); len(got) != 1 {
-		t.Fatalf("interest changes %v: the lingering class dropped its wildcard interest", got)
-	}
+	// The linger timers run on the bubble's fake clock (testing/synctest):
+	// nothing lingers out before the test says so.
+	synctest.Test(t, func(t *testing.T) {
+		const linger = 20 * time.Millisecond
+		r, dropped, interest := lifecycleRegistry(t, Lifecycle{Linger: linger})
+		c, err := r.Acquire(node("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &recorder{}
+		wild := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
+		c.Apply(ClusterType, []*Resource{res("x", "1")}, true)
+		r.Release(c)
+		c.Unsubscribe(wild, w)
+		changes, _ := interest.Load("a")
+		if got := *changes.(*[]string); len(got) != 1 {
+			t.Fatalf("interest changes %v: the lingering class dropped its wildcard interest", got)
+		}
 
-	c2, err := r.Acquire(node("a"))
-	if err != nil || c2 != c {
-		t.Fatalf("Acquire within the linger: %p %v, want the lingering class %p", c2, err, c)
-	}
-	if s := c2.Subscribe(ClusterType, NewSubscription(nil, true), w); s != wild || s.Current() == nil || len(s.Current().Names) != 1 {
-		t.Fatalf("returning stream got shard %p (%+v), want the kept shard %p with its state", s, s.Current(), wild)
-	}
-	// A shard left while the class is in use goes at once; one left while
-	// it lingered goes when the linger ends.
-	named := c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
-	c.Unsubscribe(named, w)
-	c.Unsubscribe(wild, w) // the class is leased: removed at once
-	if n := c.shardCount(); n != 0 {
-		t.Fatalf("%d shards left by their watchers of a leased class, want 0", n)
-	}
+		c2, err := r.Acquire(node("a"))
+		if err != nil || c2 != c {
+			t.Fatalf("Acquire within the linger: %p %v, want the lingering class %p", c2, err, c)
+		}
+		if s := c2.Subscribe(ClusterType, NewSubscription(nil, true), w); s != wild || s.Current() == nil || len(s.Current().Names) != 1 {
+			t.Fatalf("returning stream got shard %p (%+v), want the kept shard %p with its state", s, s.Current(), wild)
+		}
+		// A shard left while the class is in use goes at once; one left while
+		// it lingered goes when the linger ends.
+		named := c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
+		c.Unsubscribe(named, w)
+		c.Unsubscribe(wild, w) // the class is leased: removed at once
+		if n := c.shardCount(); n != 0 {
+			t.Fatalf("%d shards left by their watchers of a leased class, want 0", n)
+		}
 
-	kept := &recorder{}
-	edsShard := c.Subscribe(edsType, NewSubscription([]string{"e"}, false), kept)
-	r.Release(c)
-	c.Unsubscribe(edsShard, kept) // kept while idle
-	if _, err := r.Acquire(node("a")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the linger to sweep the unwatched shard", func() bool { return c.shardCount() == 0 })
-	select {
-	case d := <-dropped:
-		t.Fatalf("class %s dropped while leased", d.Name)
-	default:
-	}
-	r.Release(c)
-	if d := <-dropped; d != c {
-		t.Fatalf("dropped %p, want %p", d, c)
-	}
-	if names := r.Classes(); len(names) != 0 {
-		t.Fatalf("registry still holds %d classes", len(names))
-	}
-	c3, _ := r.Acquire(node("a"))
-	if c3 == c {
-		t.Fatal("a dropped class was reused")
-	}
-	r.Release(c3)
+		kept := &recorder{}
+		edsShard := c.Subscribe(edsType, NewSubscription([]string{"e"}, false), kept)
+		r.Release(c)
+		c.Unsubscribe(edsShard, kept) // kept while idle
+		if _, err := r.Acquire(node("a")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(linger) // the bubble's clock: the linger ends, nothing else moves
+		synctest.Wait()
+		if n := c.shardCount(); n != 0 {
+			t.Fatalf("%d shards after the linger, want the unwatched one swept", n)
+		}
+		select {
+		case d := <-dropped:
+			t.Fatalf("class %s dropped while leased", d.Name)
+		default:
+		}
+		r.Release(c)
+		if d := <-dropped; d != c {
+			t.Fatalf("dropped %p, want %p", d, c)
+		}
+		if names := r.Classes(); len(names) != 0 {
+			t.Fatalf("registry still holds %d classes", len(names))
+		}
+		c3, _ := r.Acquire(node("a"))
+		if c3 == c {
+			t.Fatal("a dropped class was reused")
+		}
+		r.Release(c3)
+	})
 }
 
 // Streams acquiring and releasing while classes are dropped always end up

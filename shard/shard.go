@@ -14,6 +14,7 @@ import (
 // google.protobuf.Any, kept as bytes and never re-marshaled. Immutable once
 // shared; create it by address (&Resource{...}).
 type Resource struct {
+	// Read-only after creation (once handed to a class).
 	Name    string
 	Aliases []string // other names clients may subscribe to it by (delta upstreams)
 	Any     []byte   // encoded google.protobuf.Any
@@ -29,7 +30,8 @@ type Resource struct {
 	// nil when none or not known.
 	Children []string
 
-	entry atomic.Pointer[[]byte] // the delta entry, encoded on first use
+	// Accessed atomically: built on first use by any stream.
+	entry atomic.Pointer[[]byte] // the delta entry
 }
 
 // Version is the resource's version: its content hash, the same on every
@@ -56,6 +58,7 @@ func (r *Resource) DeltaEntry() []byte {
 // Response is one version of a shard's content, encoded once and shared
 // read-only by every stream of the shard. Immutable.
 type Response struct {
+	// Read-only after creation (built under Class.mu, then shared).
 	TypeURL   string
 	Version   string      // the content hash, as clients see it (or see UpstreamVersioned)
 	Sum       uint64      // identity of this shard version: the content hash, plus any Unknown names
@@ -85,20 +88,24 @@ type Response struct {
 	Changed []*Resource
 	Removed []string // only when AbsenceKnown
 
+	// Accessed atomically: bodies built on first use by any stream; fanout
+	// stored under Class.mu when watchers are told of this version.
 	deltaBody atomic.Pointer[wire.Body]
 	deltaFull atomic.Pointer[wire.Body]
 	wrapped   atomic.Pointer[wire.Body]
-
-	fanout atomic.Pointer[fanout] // set when watchers are told of this version
+	fanout    atomic.Pointer[fanout]
 }
 
 // fanout counts down the streams told of a response until each has written
 // or dropped it, then reports the time since the upstream update.
 type fanout struct {
-	ctx     context.Context // the update's (trace) context
-	start   time.Time
+	// Read-only after creation.
+	ctx   context.Context // the update's (trace) context
+	start time.Time
+	done  FanoutObserver
+
+	// Accessed atomically: each stream told counts itself down once.
 	pending atomic.Int64
-	done    FanoutObserver
 }
 
 // FanoutObserver is told, for each shard version its watchers were told of,
@@ -266,13 +273,14 @@ type Watcher interface {
 // Shard is the state shared by all subscriptions of one (class, type URL,
 // subscription): its current encoded response and its watchers.
 type Shard struct {
-	// Set at construction, read-only.
+	// Read-only after creation.
 	Key     Key
 	Class   *Class
 	TypeURL string
 	Sub     Subscription
 
-	// Atomic: read by stream writers without any lock.
+	// Accessed atomically: stored under Class.mu, loaded by stream writers
+	// without any lock.
 	current atomic.Pointer[Response]
 
 	// Guarded by Class.mu.

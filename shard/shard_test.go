@@ -3,6 +3,7 @@ package shard
 import (
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -266,45 +267,46 @@ func TestReRequestedWildcardWaitsForUpstream(t *testing.T) {
 // A full-state name the class does not hold is not answered from the table
 // before the upstream has been asked and answered, or the grace has passed.
 func TestPendingFullStateNames(t *testing.T) {
-	c, _ := newTestClass(t)
-	w := &recorder{}
-	first := c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
-	c.Requested(ClusterType, c.Interest(ClusterType), false)
-	c.Apply(ClusterType, []*Resource{res("x", "1")}, true)
-	if r := first.Current(); r == nil || !slices.Equal(r.Names, []string{"x"}) {
-		t.Fatalf("first = %+v", r)
-	}
+	// The grace timer runs on the bubble's fake clock (testing/synctest).
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := newTestClass(t)
+		w := &recorder{}
+		first := c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
+		c.Requested(ClusterType, c.Interest(ClusterType), false)
+		c.Apply(ClusterType, []*Resource{res("x", "1")}, true)
+		if r := first.Current(); r == nil || !slices.Equal(r.Names, []string{"x"}) {
+			t.Fatalf("first = %+v", r)
+		}
 
-	// Answered: y arrives with the next response.
-	answered := c.Subscribe(ClusterType, NewSubscription([]string{"y"}, false), w)
-	if answered.Current() != nil {
-		t.Fatal("served y before the upstream was even asked")
-	}
-	c.Requested(ClusterType, c.Interest(ClusterType), false)
-	if answered.Current() != nil {
-		t.Fatal("served y before the upstream answered")
-	}
-	c.Apply(ClusterType, []*Resource{res("x", "1"), res("y", "1")}, true)
-	if r := answered.Current(); r == nil || !slices.Equal(r.Names, []string{"y"}) {
-		t.Fatalf("after the answer = %+v", r)
-	}
+		// Answered: y arrives with the next response.
+		answered := c.Subscribe(ClusterType, NewSubscription([]string{"y"}, false), w)
+		if answered.Current() != nil {
+			t.Fatal("served y before the upstream was even asked")
+		}
+		c.Requested(ClusterType, c.Interest(ClusterType), false)
+		if answered.Current() != nil {
+			t.Fatal("served y before the upstream answered")
+		}
+		c.Apply(ClusterType, []*Resource{res("x", "1"), res("y", "1")}, true)
+		if r := answered.Current(); r == nil || !slices.Equal(r.Names, []string{"y"}) {
+			t.Fatalf("after the answer = %+v", r)
+		}
 
-	// Never answered (the upstream has nothing named z): served without z
-	// once the grace has passed, with one notification.
-	w.take()
-	silent := c.Subscribe(ClusterType, NewSubscription([]string{"z"}, false), w)
-	c.Requested(ClusterType, c.Interest(ClusterType), false)
-	deadline := time.Now().Add(PendingGrace + 5*time.Second)
-	for silent.Current() == nil && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling the timer's effect
-	}
-	c.mu.Lock() // the notification is made under the class lock
-	got := w.take()
-	c.mu.Unlock()
-	if r := silent.Current(); r == nil || len(r.Names) != 0 {
-		t.Fatalf("after the grace = %+v, want an empty full-state response", r)
-	}
-	if len(got) != 1 || got[0] != silent {
-		t.Fatalf("notified %v, want the z shard once", got)
-	}
+		// Never answered (the upstream has nothing named z): served without z
+		// once the grace has passed, with one notification.
+		w.take()
+		silent := c.Subscribe(ClusterType, NewSubscription([]string{"z"}, false), w)
+		c.Requested(ClusterType, c.Interest(ClusterType), false)
+		// In the bubble the clock moves only when every goroutine waits: the
+		// sleep passes the grace and Wait lets the class's timer finish.
+		time.Sleep(PendingGrace + time.Second)
+		synctest.Wait()
+		got := w.take()
+		if r := silent.Current(); r == nil || len(r.Names) != 0 {
+			t.Fatalf("after the grace = %+v, want an empty full-state response", r)
+		}
+		if len(got) != 1 || got[0] != silent {
+			t.Fatalf("notified %v, want the z shard once", got)
+		}
+	})
 }

@@ -53,6 +53,12 @@ func (s Subscription) Has(name string) bool {
 	return ok
 }
 
+// Covers reports whether s covers a resource of that name and aliases: the
+// wildcard, the name, or one of the aliases.
+func (s Subscription) Covers(name string, aliases []string) bool {
+	return s.Wildcard || s.Has(name) || slices.ContainsFunc(aliases, s.Has)
+}
+
 // Added returns the explicit names in s that are not in old.
 func (s Subscription) Added(old Subscription) []string {
 	var out []string

@@ -18,10 +18,14 @@ const (
 func FullState(typeURL string) bool { return typeURL == ListenerType || typeURL == ClusterType }
 
 // table is one class's state for one type URL: the resources learned from the
-// upstream and the shards that select from them. Guarded by Class.mu.
+// upstream and the shards that select from them.
 type table struct {
+	// Read-only after creation.
 	typeURL   string
 	fullState bool
+
+	// Guarded by Class.mu: everything below.
+
 	// up is what the upstream answered and was asked for (see
 	// upstreamState for its phases).
 	up upstreamState
@@ -225,9 +229,13 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 			deadline = d
 		}
 	}
-	if len(t.wildcards) > 0 {
+	if len(t.wildcards) > 0 && sub.Wildcard {
 		return deadline
 	}
+	// Without the wildcard asked (a wildcard shard may be subscribed whose
+	// request is still to be sent), the upstream keeps current only what
+	// it was asked for: a delta upstream told to forget the rest answers a
+	// later wildcard without them and never reports their deletion.
 	for name, r := range t.resources {
 		if !t.needed(r, sub) {
 			t.drop(name)
@@ -309,6 +317,30 @@ func (t *table) resource(name string) (*Resource, bool) {
 		return t.resources[n], true
 	}
 	return nil, false
+}
+
+// keepAsked returns the resources of an upstream answer that the upstream
+// was last asked for (by name or alias), when it subscribes by name. An
+// answer the upstream sent before an unsubscription reached it can arrive
+// after: its resources for names no longer asked would be kept current by
+// nobody, and one deleted meanwhile would be served to its next subscriber
+// and never reported removed. The slice is copied only when one goes.
+func (t *table) keepAsked(resources []*Resource) []*Resource {
+	if !t.up.reported || t.up.requested.Wildcard {
+		return resources
+	}
+	for i, r := range resources {
+		if !t.up.askedFor(r) {
+			kept := slices.Clone(resources[:i])
+			for _, r := range resources[i+1:] {
+				if t.up.askedFor(r) {
+					kept = append(kept, r)
+				}
+			}
+			return kept
+		}
+	}
+	return resources
 }
 
 // needed reports whether a shard subscribes to r by name or alias, or sub

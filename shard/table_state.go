@@ -39,6 +39,12 @@ func (k UpdateKind) absenceKnown() bool { return k == UpdateFull || k == UpdateI
 //	unanswered ──answer, or a pending name's grace passed──▶ answered
 //	answered ──the wildcard asked for after anything else──▶ wildcardReasked
 //	wildcardReasked ──answer──▶ answered
+//	wildcardReasked ──asked for without the wildcard──▶ answered
+//
+// The last transition: a wildcard re-asked, then dropped before its answer
+// came, will never be answered (an upstream need not answer what it was no
+// longer asked for), so named shards stop waiting for it. Names they lack
+// are pending by then (asked by name anew), and wait for their own answer.
 //
 // Heartbeat-only messages are no answer and change nothing.
 type answerPhase uint8
@@ -50,7 +56,8 @@ const (
 )
 
 // upstreamState is what a table knows of its upstream for the type: how far
-// it answered, what it was asked for and what its answers mean.
+// it answered, what it was asked for and what its answers mean. Part of its
+// table: guarded by Class.mu.
 type upstreamState struct {
 	phase answerPhase
 	// requested is what the upstream was last asked for, meaningful only
@@ -73,8 +80,11 @@ type upstreamState struct {
 // wildcard asked for anew after an answer is awaited: the table's leftover
 // names are not the wildcard's state.
 func (u *upstreamState) ask(sub Subscription, incremental bool) {
-	if sub.Wildcard && !u.asksWildcard() && u.phase == answered {
+	switch {
+	case sub.Wildcard && !u.asksWildcard() && u.phase == answered:
 		u.phase = wildcardReasked
+	case !sub.Wildcard && u.phase == wildcardReasked:
+		u.phase = answered
 	}
 	u.requested, u.reported, u.incremental = sub, true, incremental
 }
@@ -120,6 +130,13 @@ func (u *upstreamState) asksWildcard() bool { return u.reported && u.requested.W
 // by name was last asked for: the upstream has yet to tell about it.
 func (u *upstreamState) unaskedName(name string) bool {
 	return u.reported && !u.requested.Wildcard && !u.requested.Has(name)
+}
+
+// askedFor reports whether the upstream was last asked for r, by name or
+// by one of its aliases (or for the wildcard, or never told: every
+// resource).
+func (u *upstreamState) askedFor(r *Resource) bool {
+	return !u.reported || u.requested.Covers(r.Name, r.Aliases)
 }
 
 // askedForNothing reports whether the upstream need not be told anything

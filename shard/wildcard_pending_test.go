@@ -3,6 +3,8 @@ package shard
 import (
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // While a wildcard requested anew is unanswered (the upstream relay
@@ -29,4 +31,36 @@ func TestNamedShardWaitsForPendingWildcard(t *testing.T) {
 	if got := one.Current().Names; !slices.Equal(got, []string{"x"}) {
 		t.Fatalf("[x] = %v", got)
 	}
+}
+
+// A wildcard re-asked and then dropped before the upstream answered it is
+// never answered (go-control-plane's linear cache does not answer a
+// subscription it was no longer asked for). A named shard lacking a name
+// must then be served once that name's own grace passes, not wait for the
+// wildcard's answer for good.
+func TestNamedShardServedOnceReaskedWildcardIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := newTestClass(t)
+		w := &recorder{}
+		c.Subscribe(ClusterType, NewSubscription([]string{"x"}, false), w)
+		c.Requested(ClusterType, c.Interest(ClusterType), false)
+		c.Apply(ClusterType, []*Resource{res("x", "1")}, true)
+		wild := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
+		c.Requested(ClusterType, Subscription{Wildcard: true}, false)
+		late := c.Subscribe(ClusterType, NewSubscription([]string{"x", "y"}, false), w)
+		c.Unsubscribe(wild, w) // the wildcard leaves before its answer
+		c.Requested(ClusterType, c.Interest(ClusterType), false)
+		if r := late.Current(); r != nil {
+			t.Fatalf("[x y] served %v before y's grace passed", r.Names)
+		}
+		time.Sleep(PendingGrace + time.Second) // fake time: the grace passes
+		synctest.Wait()
+		r := late.Current()
+		if r == nil {
+			t.Fatal("[x y] never served: it waits for a wildcard nobody asks for")
+		}
+		if !slices.Equal(r.Names, []string{"x"}) || !r.KnownAbsent("y") {
+			t.Fatalf("[x y] = %v (y known absent: %v), want [x] with y absent", r.Names, r.KnownAbsent("y"))
+		}
+	})
 }

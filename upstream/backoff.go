@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// Backoff is a capped exponential backoff with equal jitter: attempt n's
-// base is d = Initial*2^n, capped at Max, and it waits d/2 plus a uniformly
-// random duration in [0, d/2], so always at least half the base (full
-// jitter would draw from [0, d]).
+// Backoff is a capped exponential backoff with equal jitter: attempt n waits
+// a uniformly random duration in [d/2, d], where d is Initial*2^n capped at
+// Max. (Full jitter would draw from [0, d]; the floor of d/2 keeps a control
+// plane that is still down from being retried at once.)
 type Backoff struct {
 	Initial time.Duration
 	Max     time.Duration

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -30,8 +31,8 @@ type Config struct {
 	// Address: the connection uses the first that accepts it, and fails over
 	// to the next when its server goes away.
 	Fallbacks []string
-	// RelayID is the node id the relay presents upstream. Empty means
-	// DefaultRelayID's, per class.
+	// RelayID is the node id the relay presents upstream. Empty: one per
+	// class, of Istio's shape (see relaySelf.relayID).
 	RelayID string
 	// Backoff paces reconnection. Zero means DefaultBackoff.
 	Backoff Backoff
@@ -45,6 +46,9 @@ type Config struct {
 	PassVersions bool
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
+	// Drops counts the upstream answers the relay does not pass on or
+	// answer at once, by reason (nil: not counted).
+	Drops *drop.Counters
 	// Tracer traces each upstream response (default: no tracing); the span's
 	// context goes with the update, so its fan-out can be traced under it.
 	Tracer trace.Tracer
@@ -56,7 +60,7 @@ type Config struct {
 // Client holds the shared connection to the control plane and one ADS stream
 // per attached class.
 type Client struct {
-	// Set at construction, read-only.
+	// Read-only after creation.
 	cfg    Config
 	self   relaySelf // the relay's own host name and IP, for default node ids
 	conn   *grpc.ClientConn
@@ -64,14 +68,18 @@ type Client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wg sync.WaitGroup // one per class stream goroutine
+	// wg counts the class streams' run goroutines, which the client owns:
+	// Add under mu while !closed; Close waits.
+	wg sync.WaitGroup
 
+	// Guarded by mu.
 	mu      sync.Mutex
-	streams map[*shard.Class]*attachment // guarded by mu
-	closed  bool                         // guarded by mu
+	streams map[*shard.Class]*attachment
+	closed  bool
 }
 
-// attachment is one attached class's stream and how to stop it.
+// attachment is one attached class's stream and how to stop it. Read-only
+// after creation; done is closed by the stream's run goroutine.
 type attachment struct {
 	stream *classStream
 	cancel context.CancelFunc
@@ -144,8 +152,9 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		valid:   &validator{checked: map[string]map[string]checkedResource{}, passVersions: c.cfg.PassVersions},
 		delta:   c.cfg.Delta,
 		metrics: c.cfg.Metrics,
+		drops:   c.cfg.Drops,
 		tracer:  c.cfg.Tracer,
-		status:  StreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
+		status:  ClassStreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -181,15 +190,15 @@ func (c *Client) Detach(class *shard.Class) {
 }
 
 // Status returns each class stream's state, sorted by class.
-func (c *Client) Status() []StreamStatus {
+func (c *Client) Status() []ClassStreamStatus {
 	c.mu.Lock()
 	streams := slices.Collect(maps.Values(c.streams))
 	c.mu.Unlock()
-	out := make([]StreamStatus, 0, len(streams))
+	out := make([]ClassStreamStatus, 0, len(streams))
 	for _, a := range streams {
 		out = append(out, a.stream.snapshot())
 	}
-	slices.SortFunc(out, func(a, b StreamStatus) int {
+	slices.SortFunc(out, func(a, b ClassStreamStatus) int {
 		if a.Class < b.Class {
 			return -1
 		}

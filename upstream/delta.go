@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -19,13 +20,17 @@ import (
 // subscribes and unsubscribes per name instead of re-sending the union, and
 // installs the upstream's per-resource updates and removals.
 type deltaSession struct {
+	// Read-only after creation.
 	*classStream
 	stream grpc.ClientStream
-	types  map[string]*deltaTypeState
-	first  bool // the next request is the stream's first and carries the node
+
+	// Owned by the run goroutine.
+	types map[string]*deltaTypeState
+	first bool // the next request is the stream's first and carries the node
 }
 
 // deltaTypeState is what one delta stream subscribed to for a type URL.
+// Owned by the run goroutine.
 type deltaTypeState struct {
 	sub shard.Subscription
 }
@@ -51,7 +56,15 @@ func (ds *deltaSession) syncInterest() error {
 		want := ds.class.Interest(typeURL)
 		ts := ds.types[typeURL]
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
-		if ts == nil {
+		switch {
+		case ts != nil && want.Wildcard && !ts.sub.Wildcard:
+			// A wildcard after names is asked on a new stream, whose first
+			// request declares exactly what the relay holds: go-control-plane
+			// records an answer as sent when it sends it, so one in flight
+			// across an unsubscription (its resource deleted since) would
+			// never be reported removed to a "+[*]" on this stream.
+			return &wildcardRestart{typeURL: typeURL}
+		case ts == nil:
 			if want.Empty() {
 				// This stream asks nothing of the type: the class may drop
 				// what an earlier stream was asked for (and free the type),
@@ -147,10 +160,11 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("undecodable delta response: %w", err)
 	}
-	ds.setStatus(func(st *StreamStatus) { st.Responses++ })
+	ds.setStatus(func(st *ClassStreamStatus) { st.Responses++ })
 	ts := ds.types[resp.TypeURL]
 	if ts == nil {
 		ds.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
+		ds.drops.Add(drop.UpstreamUnsubscribed)
 		return false, nil
 	}
 	ctx, end := ds.traceResponse(resp.TypeURL, resp.SystemVersionInfo, len(resp.Resources))
@@ -166,7 +180,8 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		}
 		ds.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.SystemVersionInfo), zap.String("reason", rej.Reason))
 		ds.metrics.Response(ds.class.Name, resp.TypeURL, false)
-		ds.setStatus(func(st *StreamStatus) {
+		ds.drops.Add(drop.UpstreamRejected)
+		ds.setStatus(func(st *ClassStreamStatus) {
 			st.NACKs++
 			st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.SystemVersionInfo, rej.Reason)
 		})
@@ -185,13 +200,21 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		ds.deltaVersions[resp.TypeURL] = held
 	}
 	for i, r := range resources {
-		held[r.Name] = versions[i]
+		// Versions only of what the stream asks for now: an answer sent
+		// before an unsubscription reached the upstream is not kept by the
+		// class, and a version claimed for it on a later subscription would
+		// keep the upstream from ever sending it.
+		if ts.sub.Covers(r.Name, r.Aliases) {
+			held[r.Name] = versions[i]
+		} else {
+			ds.drops.Add(drop.UpstreamUnsubscribed) // the class does not keep it either
+		}
 	}
 	for _, n := range resp.Removed {
 		delete(held, n)
 	}
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
-	ds.setStatus(func(st *StreamStatus) {
+	ds.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
 		st.Versions[resp.TypeURL] = resp.SystemVersionInfo
 	})

@@ -17,7 +17,7 @@ func TestDeltaSubscriptionChangesCarryNoNonce(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	w := nopWatcher{}
-	class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
 	ds := srv.next(t)
 	wantReq(t, ds.request(t), shard.ClusterType, []string{"*"}, nil)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", SystemVersionInfo: "v1",
@@ -27,7 +27,7 @@ func TestDeltaSubscriptionChangesCarryNoNonce(t *testing.T) {
 	}
 
 	// Subscription changes of the type answered, and of another type.
-	eds := class.Subscribe(edsType, shard.NewSubscription([]string{"a"}, false), w)
+	eds := subscribe(t, class, edsType, shard.NewSubscription([]string{"a"}, false), w)
 	r := ds.request(t)
 	wantReq(t, r, edsType, []string{"a"}, nil)
 	if r.GetResponseNonce() != "" {
@@ -43,7 +43,7 @@ func TestDeltaSubscriptionChangesCarryNoNonce(t *testing.T) {
 	if r.GetResponseNonce() != "" {
 		t.Fatalf("unsubscription %v carries a nonce", r)
 	}
-	named := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"b"}, false), w)
+	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"b"}, false), w)
 	r = ds.request(t)
 	wantReq(t, r, shard.ClusterType, []string{"b"}, nil)
 	if r.GetResponseNonce() != "" {

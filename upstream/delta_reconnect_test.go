@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -35,10 +38,10 @@ func TestDeltaReconnectSendsInitialResourceVersions(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	c, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	cds := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	cds := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
 	ds := srv.next(t)
 	wantReq(t, ds.request(t), shard.ClusterType, []string{"*"}, nil)
-	eds := class.Subscribe(edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
+	eds := subscribe(t, class, edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"x", "y"}, nil)
 
 	for _, resp := range []*discoverygrpc.DeltaDiscoveryResponse{
@@ -110,7 +113,7 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	x := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	x := subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	ds := srv.next(t)
 	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n1", Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1")}})
@@ -126,7 +129,7 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 		}
 	}
 
-	x = class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	x = subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
 	ds.end <- status.Error(codes.Unavailable, "control plane restarting")
 
@@ -159,7 +162,7 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 func TestDeltaReconnectAfterNACKKeepsGoodVersions(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ds := srv.next(t)
 	ds.request(t)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1")}})
@@ -196,12 +199,12 @@ func TestDeltaUnansweredFirstRequestIsResolvedAfterGrace(t *testing.T) {
 			w := nopWatcher{}
 			ds := srv.next(t)
 			if !tc.first {
-				class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), w)
+				subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), w)
 				wantReq(t, ds.request(t), shard.ClusterType, []string{"a"}, nil)
 				ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 				ds.request(t)
 			}
-			sh := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"never"}, false), w)
+			sh := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"never"}, false), w)
 			wantReq(t, ds.request(t), shard.ClusterType, []string{"never"}, nil)
 			// The upstream never answers for "never".
 			deadline := time.Now().Add(shard.PendingGrace + 2*time.Second)
@@ -215,5 +218,84 @@ func TestDeltaUnansweredFirstRequestIsResolvedAfterGrace(t *testing.T) {
 				t.Fatalf("shard = %v (absence known %v), want empty with absence known", cur.Names, cur.AbsenceKnown)
 			}
 		})
+	}
+}
+
+// An answer the upstream sent before it saw an unsubscription arrives after
+// it: the version it carries for the name no longer asked is not recorded,
+// so a reconnect does not claim a resource the class never kept (the
+// upstream would then never send it).
+func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	drops := &drop.Counters{}
+	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: fastBackoff, Delta: true, Drops: drops}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
+	w := nopWatcher{}
+	x := subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
+	y := subscribe(t, class, edsType, shard.NewSubscription([]string{"y"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
+	class.Unsubscribe(y, w)
+	wantReq(t, ds.request(t), edsType, nil, []string{"y"})
+	// The answer to +[y], sent before the upstream saw -[y].
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1"), endpoints(t, "y", "y1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+	if got := x.Current(); got == nil || !slices.Equal(got.Names, []string{"x"}) {
+		t.Fatalf("[x] = %+v", got)
+	}
+	wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamUnsubscribed: 1}) // y
+	subscribe(t, class, edsType, shard.NewSubscription([]string{"y"}, false), w)
+	wantReq(t, ds.request(t), edsType, []string{"y"}, nil)
+	ds.end <- status.Error(codes.Unavailable, "control plane restarting")
+	again := srv.next(t)
+	r := again.request(t)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"x": "x1"}; !maps.Equal(got, want) {
+		t.Errorf("initial_resource_versions = %v, want %v: y's version came from a stale answer", got, want)
+	}
+}
+
+// A wildcard wanted after names is asked on a new stream whose first request
+// declares exactly what the relay holds (go-control-plane records an answer
+// as sent when it sends it, so one in flight across an unsubscription would
+// never be reported removed to a "+[*]" on the old stream).
+func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	_, class := newDeltaClient(t, addr, fastBackoff)
+	w := nopWatcher{}
+	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	class.Unsubscribe(named, w)
+	again := srv.next(t) // the old stream ends without asking for "*"
+	r := again.request(t)
+	wantReq(t, r, shard.ClusterType, []string{"*"}, nil)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"a": "a1", "b": "b1"}; !maps.Equal(got, want) {
+		t.Errorf("initial_resource_versions = %v, want %v", got, want)
+	}
+	if got := wild.Current(); got != nil {
+		t.Fatalf("wildcard served %v before the new stream's answer", got.Names)
+	}
+	// b was deleted while the relay was asking: the new stream says so.
+	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "c", "c1")}, RemovedResources: []string{"b"}})
+	if ack := again.request(t); ack.GetResponseNonce() != "m1" {
+		t.Fatalf("want the ACK of m1, got %v", ack)
+	}
+	if got := wild.Current(); got == nil || !slices.Equal(got.Names, []string{"a", "c"}) {
+		t.Fatalf("wildcard = %+v, want [a c]", got)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -19,24 +18,6 @@ import (
 )
 
 const edsType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-
-// scriptedDelta is a scripted delta ADS server (see scripted).
-type scriptedDelta struct {
-	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
-	streams chan *deltaStream
-}
-
-func (s *scriptedDelta) DeltaAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]) error {
-	return serveScripted(s.streams, st)
-}
-
-func startScriptedDelta(t *testing.T) (*scriptedDelta, string) {
-	t.Helper()
-	srv := &scriptedDelta{streams: make(chan *deltaStream, 4)}
-	return srv, startScriptedServer(t, srv)
-}
-
-func (s *scriptedDelta) next(t *testing.T) *deltaStream { return nextScripted(t, s.streams) }
 
 // cluster is a delta Resource entry carrying Cluster name at version.
 func cluster(t *testing.T, name, version string) *discoverygrpc.Resource {
@@ -66,9 +47,7 @@ func newDeltaClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Clas
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	reg := shard.NewRegistry(cl, c.Attach)
-	return c, reg.ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
+	return c, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
 }
 
 // wantReq checks a delta request's type, subscribe and unsubscribe lists
@@ -86,7 +65,7 @@ func TestDeltaSubscriptionDiffs(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	w := nopWatcher{}
-	cds := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	cds := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
 	ds := srv.next(t)
 
 	first := ds.request(t)
@@ -98,16 +77,16 @@ func TestDeltaSubscriptionDiffs(t *testing.T) {
 		t.Fatalf("first request of a new relay = %v, want no versions and no nonce", first)
 	}
 
-	a := class.Subscribe(edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
+	a := subscribe(t, class, edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
 	r := ds.request(t)
 	wantReq(t, r, edsType, []string{"x", "y"}, nil)
 	if r.GetNode() != nil {
 		t.Fatalf("node sent again on the stream's second request: %v", r)
 	}
-	b := class.Subscribe(edsType, shard.NewSubscription([]string{"y", "z"}, false), w)
+	b := subscribe(t, class, edsType, shard.NewSubscription([]string{"y", "z"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"z"}, nil) // only what is new, not the union
 	// A subscription to names already in the union changes nothing upstream.
-	c := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	c := subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	ds.quiet(t, 200*time.Millisecond)
 	class.Unsubscribe(a, w)
 	ds.quiet(t, 200*time.Millisecond) // x is still wanted by c, y by b
@@ -125,7 +104,7 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	w := nopWatcher{}
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
 	ds := srv.next(t)
 	ds.request(t)
 
@@ -156,7 +135,7 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 	}
 
 	// Explicit names: an EDS resource and its removal (absence is known).
-	eds := class.Subscribe(edsType, shard.NewSubscription([]string{"x"}, false), w)
+	eds := subscribe(t, class, edsType, shard.NewSubscription([]string{"x"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"x"}, nil)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "n3", Resources: []*discoverygrpc.Resource{endpoints(t, "x", "1")}})
 	if ack := ds.request(t); ack.GetTypeUrl() != edsType || ack.GetResponseNonce() != "n3" {
@@ -181,7 +160,7 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 func TestDeltaBadResponsesAreNACKed(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ds := srv.next(t)
 	ds.request(t)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "good0",

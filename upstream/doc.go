@@ -10,5 +10,10 @@
 // Responses are received undecoded (wire.Raw) and resources stay the bytes
 // the control plane sent: nothing is re-marshaled.
 //
-// It never imports package relay; it knows classes through package shard.
+// What it receives and does not pass on, or answer at once, is counted by
+// reason in a *drop.Counters (Config.Drops): a rejected response, one for a
+// type not subscribed to, a repeat in a storm, a deferred reply superseded.
+//
+// It never imports package relay (only its leaf relay/drop); it knows
+// classes through package shard.
 package upstream

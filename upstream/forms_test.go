@@ -51,8 +51,7 @@ func newFormsClass(t *testing.T, addr string, bo Backoff, m Metrics) *shard.Clas
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	return shard.NewRegistry(cl, c.Attach).ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a"})
+	return attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 }
 
 // TestSotWWildcardIsAskedAlone: a wildcard is asked for only as the legacy
@@ -63,15 +62,15 @@ func TestSotWWildcardIsAskedAlone(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newFormsClass(t, addr, Backoff{Initial: time.Hour, Max: time.Hour}, NopMetrics{})
 	// One client asks for ["*", "a"] itself.
-	mixed := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"*", "a"}, false), nopWatcher{})
+	mixed := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"*", "a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	if r := ss.request(t); len(r.GetResourceNames()) != 0 {
 		t.Fatalf("first request %v, want the legacy wildcard (no names)", r)
 	}
 	respondClusters(t, ss, "v1", "n1", "a", "b", "c")
 	wantACK(t, ss.request(t), "v1", "n1")
-	named := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"d"}, false), nopWatcher{})
-	wild := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"d"}, false), nopWatcher{})
+	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss.quiet(t, 100*time.Millisecond) // the wildcard covers d
 	if got := names(wild); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("wildcard shard holds %v, want [a b c]", got)
@@ -109,10 +108,9 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	class := shard.NewRegistry(cl, c.Attach).ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a"})
+	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 
-	named := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a"}) {
 		t.Fatalf("first request %v, want CDS [a]", r)
@@ -120,7 +118,7 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 	respondClusters(t, ss, "v1", "n1", "a")
 	wantACK(t, ss.request(t), "v1", "n1")
 
-	wild := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	again := srv.next(t)
 	r := again.request(t)
 	if r.GetTypeUrl() != shard.ClusterType || len(r.GetResourceNames()) != 0 || r.GetVersionInfo() != "" || r.GetResponseNonce() != "" {
@@ -147,7 +145,7 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 		t.Fatalf("status %+v: a wildcard restart is no failure", st[0])
 	}
 	// The wildcard is now held: names joining and leaving are covered by it.
-	more := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"z"}, false), nopWatcher{})
+	more := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"z"}, false), nopWatcher{})
 	class.Unsubscribe(more, nopWatcher{})
 	again.quiet(t, 100*time.Millisecond)
 }
@@ -161,7 +159,7 @@ func TestSotWRepeatingUpstreamIsNotAnsweredAtOnce(t *testing.T) {
 	srv, addr := startScripted(t)
 	m := &countingMetrics{}
 	class := newFormsClass(t, addr, Backoff{Initial: 100 * time.Millisecond, Max: 400 * time.Millisecond}, m)
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss := srv.next(t)
 
 	ab := []*anypb.Any{mustAny(t, &clusterv3.Cluster{Name: "a"}), mustAny(t, &clusterv3.Cluster{Name: "b"})}

@@ -22,11 +22,6 @@ func lookupSelf() relaySelf {
 	return relaySelf{host: host, ip: localIP()}
 }
 
-// DefaultRelayID is the node id the relay presents upstream for a class
-// whose first downstream node is first, when upstream.relay_id is unset.
-// See relaySelf.relayID.
-func DefaultRelayID(first *corev3.Node) string { return lookupSelf().relayID(first) }
-
 // relayID is a node id of four parts, TYPE~IP~ID~DOMAIN, as istiod requires
 // (it refuses any other with "missing parts in the service node"; TYPE must
 // be sidecar or router, IP a valid address unless the metadata carries

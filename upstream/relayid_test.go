@@ -69,9 +69,8 @@ func TestDefaultRelayIDOnTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	class := shard.NewRegistry(cl, c.Attach).ClassFor(&corev3.Node{Id: "router~10.9.9.8~gw-1.edge~edge.svc.cluster.local", Cluster: "gw"})
-	class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	class := attachClass(t, c, &corev3.Node{Id: "router~10.9.9.8~gw-1.edge~edge.svc.cluster.local", Cluster: "gw"})
+	subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	id := srv.next(t).request(t).GetNode().GetId()
 	host, _ := os.Hostname()
 	parts := strings.Split(id, "~")

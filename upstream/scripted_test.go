@@ -49,7 +49,56 @@ func serveScripted[Req, Resp any](streams chan<- *scripted[Req, Resp], st grpc.B
 	}
 }
 
-// nextScripted returns the next stream the relay opens.
+// scriptedServer is a scripted ADS server of one protocol: it hands each
+// stream the relay opens to the test (next). scriptedADS and scriptedDelta
+// serve its SotW and delta methods.
+type scriptedServer[Req, Resp any] struct {
+	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	streams chan *scripted[Req, Resp]
+}
+
+type (
+	scriptedADS struct {
+		*scriptedServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]
+	}
+	scriptedDelta struct {
+		*scriptedServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
+	}
+)
+
+func (s scriptedADS) StreamAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]) error {
+	return serveScripted(s.streams, st)
+}
+
+func (s scriptedDelta) DeltaAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]) error {
+	return serveScripted(s.streams, st)
+}
+
+// startScripted starts a scripted SotW ADS server on loopback.
+func startScripted(t *testing.T) (scriptedADS, string) {
+	t.Helper()
+	srv := scriptedADS{newScriptedServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]()}
+	return srv, startScriptedServer(t, srv)
+}
+
+// startScriptedDelta starts a scripted delta ADS server on loopback.
+func startScriptedDelta(t *testing.T) (scriptedDelta, string) {
+	t.Helper()
+	srv := scriptedDelta{newScriptedServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]()}
+	return srv, startScriptedServer(t, srv)
+}
+
+func newScriptedServer[Req, Resp any]() *scriptedServer[Req, Resp] {
+	return &scriptedServer[Req, Resp]{streams: make(chan *scripted[Req, Resp], 4)}
+}
+
+// next returns the next stream the relay opens.
+func (s *scriptedServer[Req, Resp]) next(t *testing.T) *scripted[Req, Resp] {
+	t.Helper()
+	return nextScripted(t, s.streams)
+}
+
+// nextScripted returns the next stream the relay opens on streams.
 func nextScripted[Req, Resp any](t *testing.T, streams <-chan *scripted[Req, Resp]) *scripted[Req, Resp] {
 	t.Helper()
 	select {

@@ -12,12 +12,14 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
-// typeState is what one session sent for a type URL.
-type typeState struct {
+// sotwTypeState is what one SotW stream asked for, and was answered, for a
+// type URL. Owned by the run goroutine.
+type sotwTypeState struct {
 	sub      shard.Subscription
 	explicit bool   // a non-empty resource_names was sent: legacy wildcard is gone
 	nonce    string // the latest nonce received
@@ -40,27 +42,33 @@ type typeState struct {
 	nack     *status.Status // the deferred reply's error_detail; nil for an ACK
 }
 
-// session is the SotW protocol of one upstream stream.
-type session struct {
+// sotwSession is the state-of-the-world protocol of one upstream stream: per
+// type URL it re-sends the union of the class's interest, ACKs or NACKs every
+// response, and defers the replies a misbehaving upstream would loop on.
+type sotwSession struct {
+	// Read-only after creation.
 	*classStream
 	stream grpc.ClientStream
-	types  map[string]*typeState
-	first  bool // the next request is the stream's first and carries the node
-	// due is signalled by a deferred reply's timer (see deferReply).
+	// due is signalled by a deferred reply's timer (see deferReply), the
+	// only other goroutine that touches the session.
 	due dedup.Signal
+
+	// Owned by the run goroutine.
+	types map[string]*sotwTypeState
+	first bool // the next request is the stream's first and carries the node
 }
 
-var _ protocolSession = (*session)(nil)
+var _ protocolSession = (*sotwSession)(nil)
 
-func newSotwSession(s *classStream, st grpc.ClientStream) *session {
-	return &session{classStream: s, stream: st, types: map[string]*typeState{}, first: true, due: dedup.NewSignal()}
+func newSotwSession(s *classStream, st grpc.ClientStream) *sotwSession {
+	return &sotwSession{classStream: s, stream: st, types: map[string]*sotwTypeState{}, first: true, due: dedup.NewSignal()}
 }
 
-func (ss *session) replyDue() <-chan struct{} { return ss.due.C() }
+func (ss *sotwSession) replyDue() <-chan struct{} { return ss.due.C() }
 
 // syncInterest sends a request for every type whose union interest differs
 // from what this stream last asked for.
-func (ss *session) syncInterest() error {
+func (ss *sotwSession) syncInterest() error {
 	for _, typeURL := range ss.class.TypeURLs() {
 		want := ss.class.Interest(typeURL)
 		ts := ss.types[typeURL]
@@ -71,7 +79,7 @@ func (ss *session) syncInterest() error {
 				ss.class.Requested(typeURL, want, false)
 				continue
 			}
-			ts = &typeState{}
+			ts = &sotwTypeState{}
 			ss.types[typeURL] = ts
 		} else if ts.sub.Equal(ts.asked(want)) {
 			continue
@@ -91,19 +99,11 @@ func (ss *session) syncInterest() error {
 // was asked for on this stream it cannot be withdrawn (any non-empty list
 // would end it, and an empty one still means "everything"), so it is kept,
 // with the class's data for it, until the stream restarts.
-func (ts *typeState) asked(want shard.Subscription) shard.Subscription {
+func (ts *sotwTypeState) asked(want shard.Subscription) shard.Subscription {
 	if want.Wildcard || (ts.sub.Wildcard && !ts.explicit) {
 		return shard.Subscription{Wildcard: true}
 	}
 	return want
-}
-
-// wildcardRestart ends a session that must ask for a wildcard of typeURL
-// after it sent explicit names for the type (see send).
-type wildcardRestart struct{ typeURL string }
-
-func (e *wildcardRestart) Error() string {
-	return "a wildcard of " + e.typeURL + " is wanted after explicit names: restarting the stream"
 }
 
 // send writes one request for typeURL subscribing to want (see asked),
@@ -117,7 +117,7 @@ func (e *wildcardRestart) Error() string {
 // version (what the relay holds is the narrower request's state). The class
 // is not told of a wildcard request meanwhile, so its wildcard shards wait
 // for the new stream's answer.
-func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, nonce string, nack *status.Status) error {
+func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscription, nonce string, nack *status.Status) error {
 	want = ts.asked(want)
 	if want.Wildcard && ts.explicit {
 		delete(ss.versions, typeURL)
@@ -165,21 +165,27 @@ func (ss *session) send(typeURL string, ts *typeState, want shard.Subscription, 
 
 // handle validates and installs one response, then ACKs or NACKs it. ok is
 // false for a NACKed response; err is a broken stream.
-func (ss *session) handle(b []byte) (ok bool, err error) {
+func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	resp, err := wire.ParseResponse(b)
 	if err != nil {
 		return false, fmt.Errorf("undecodable response: %w", err)
 	}
-	ss.setStatus(func(st *StreamStatus) { st.Responses++ })
+	ss.setStatus(func(st *ClassStreamStatus) { st.Responses++ })
 	ts := ss.types[resp.TypeURL]
 	if ts == nil {
 		// Not subscribed on this stream. Any request for the type, even a
 		// NACK, would subscribe to it, so drop the response unanswered.
 		ss.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
+		ss.drops.Add(drop.UpstreamUnsubscribed)
 		return false, nil
 	}
 	ts.nonce = resp.Nonce
-	ss.cancelDeferred(ts) // a newer response supersedes a NACK still waiting
+	if ts.deferred != nil {
+		// A newer response supersedes the reply still waiting: this one's
+		// reply answers both.
+		ss.drops.Add(drop.UpstreamReplySuperseded)
+		ss.cancelDeferred(ts)
+	}
 	ctx, end := ss.traceResponse(resp.TypeURL, resp.VersionInfo, len(resp.Resources))
 	replace := shard.FullState(resp.TypeURL)
 	cands, beats, verr := unwrapSotW(resp.Resources)
@@ -202,6 +208,13 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 	case replace:
 		kind = shard.UpdateFull
 	}
+	for _, r := range resources {
+		if !ts.sub.Covers(r.Name, r.Aliases) {
+			// An answer to a request the stream has since changed: the class
+			// keeps only what was last asked for (shard's keepAsked).
+			ss.drops.Add(drop.UpstreamUnsubscribed)
+		}
+	}
 	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx}
 	if ss.valid.passVersions {
 		u.Version = resp.VersionInfo
@@ -210,7 +223,7 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 	ss.versions[resp.TypeURL] = resp.VersionInfo
 	ts.rejected, ts.repeats = "", 0
 	ss.metrics.Response(ss.class.Name, resp.TypeURL, true)
-	ss.setStatus(func(st *StreamStatus) {
+	ss.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
 		st.Versions[resp.TypeURL] = resp.VersionInfo
 	})
@@ -225,13 +238,14 @@ func (ss *session) handle(b []byte) (ok bool, err error) {
 // them) answer a NACK by re-sending the same version at once; answering each
 // re-send at once would loop at network speed. So a re-send of the version
 // just rejected is NACKed after a backoff delay, and logged at debug only.
-func (ss *session) nack(resp *wire.RawResponse, ts *typeState, cause error) error {
+func (ss *sotwSession) nack(resp *wire.RawResponse, ts *sotwTypeState, cause error) error {
 	var rej *RejectError
 	if !errors.As(cause, &rej) {
 		return cause
 	}
 	ss.metrics.Response(ss.class.Name, resp.TypeURL, false)
-	ss.setStatus(func(st *StreamStatus) {
+	ss.drops.Add(drop.UpstreamRejected)
+	ss.setStatus(func(st *ClassStreamStatus) {
 		st.NACKs++
 		st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.VersionInfo, rej.Reason)
 	})
@@ -252,13 +266,13 @@ func (ss *session) nack(resp *wire.RawResponse, ts *typeState, cause error) erro
 // deferReply schedules the reply to the type's latest response (a NACK with
 // detail, or an ACK when detail is nil) after delay; sendDueReplies sends it.
 // A newer response cancels it.
-func (ss *session) deferReply(ts *typeState, detail *status.Status, delay time.Duration) {
+func (ss *sotwSession) deferReply(ts *sotwTypeState, detail *status.Status, delay time.Duration) {
 	ts.nack, ts.replyAt = detail, time.Now().Add(delay)
 	ts.deferred = time.AfterFunc(delay, ss.due.Notify)
 }
 
 // sendDueReplies sends the deferred replies whose timers fired.
-func (ss *session) sendDueReplies() error {
+func (ss *sotwSession) sendDueReplies() error {
 	now := time.Now()
 	for typeURL, ts := range ss.types {
 		if ts.deferred == nil || now.Before(ts.replyAt) {
@@ -274,14 +288,14 @@ func (ss *session) sendDueReplies() error {
 	return nil
 }
 
-func (ss *session) cancelDeferred(ts *typeState) {
+func (ss *sotwSession) cancelDeferred(ts *sotwTypeState) {
 	if ts.deferred != nil {
 		ts.deferred.Stop()
 		ts.deferred, ts.nack = nil, nil
 	}
 }
 
-func (ss *session) close() {
+func (ss *sotwSession) close() {
 	for _, ts := range ss.types {
 		ss.cancelDeferred(ts)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.uber.org/zap"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
@@ -26,7 +27,7 @@ const stormWarnEvery = time.Minute
 // deferred, and by how long: when it is the StormRepeats-th (or later)
 // identical response in a row in answer to an ACK. Heartbeats are sent by
 // a timer, not in answer to anything: they neither count nor reset.
-func (ss *session) repeated(ts *typeState, resp *wire.RawResponse, heartbeatOnly bool) (time.Duration, bool) {
+func (ss *sotwSession) repeated(ts *sotwTypeState, resp *wire.RawResponse, heartbeatOnly bool) (time.Duration, bool) {
 	if heartbeatOnly {
 		return 0, false
 	}
@@ -42,6 +43,7 @@ func (ss *session) repeated(ts *typeState, resp *wire.RawResponse, heartbeatOnly
 		return 0, false
 	}
 	ss.metrics.RepeatedResponse(ss.class.Name, resp.TypeURL)
+	ss.drops.Add(drop.UpstreamRepeated)
 	delay := ss.bo.Delay(ts.same - StormRepeats)
 	if now := time.Now(); now.Sub(ts.warnedAt) >= stormWarnEvery {
 		ts.warnedAt = now

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -26,8 +27,9 @@ const (
 	deltaADSMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
 )
 
-// protocolSession is one upstream stream's protocol: SotW or delta. The
-// class stream's session loop owns it and calls it from one goroutine.
+// protocolSession is one upstream stream's protocol: SotW or delta. It is
+// owned by the class stream's run goroutine (runSession), which calls it
+// from that goroutine only.
 type protocolSession interface {
 	// syncInterest subscribes to what the class needs, per type URL.
 	syncInterest() error
@@ -50,8 +52,8 @@ const (
 	StateStopped    = "stopped"
 )
 
-// StreamStatus describes one class's upstream stream, for the admin endpoints.
-type StreamStatus struct {
+// ClassStreamStatus describes one class's upstream stream, for the admin endpoints.
+type ClassStreamStatus struct {
 	Class      string            `json:"class"`
 	NodeID     string            `json:"node_id"` // the id the relay presents for the class
 	State      string            `json:"state"`
@@ -64,31 +66,38 @@ type StreamStatus struct {
 	Versions   map[string]string `json:"versions"`
 }
 
-// classStream is the upstream ADS stream of one class. Its run goroutine owns
-// every field not marked otherwise.
+// classStream is the upstream ADS stream of one class, run by one goroutine
+// (run) that the Client starts and stops.
+//
+// It holds no lock while calling into its class (Interest, Requested,
+// ApplyUpdate): statusMu is held only to copy or update status.
 type classStream struct {
+	// Read-only after creation.
 	class   *shard.Class
 	conn    grpc.ClientConnInterface
 	node    *corev3.Node
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
-	valid   *validator
 	delta   bool // speak incremental ADS upstream
 	metrics Metrics
+	drops   *drop.Counters // nil-safe
 	tracer  trace.Tracer
 
+	// Owned by the run goroutine (and the session it runs).
+	valid *validator
 	// Survive reconnects: the last ACKed version per type URL (SotW), and
 	// the version of each resource held per type URL (delta, sent back as
 	// initial_resource_versions).
 	versions      map[string]string
 	deltaVersions map[string]map[string]string
 
+	// Guarded by statusMu: written by the run goroutine, read by Status.
 	statusMu sync.Mutex
-	status   StreamStatus // guarded by statusMu
+	status   ClassStreamStatus
 }
 
-func (s *classStream) snapshot() StreamStatus {
+func (s *classStream) snapshot() ClassStreamStatus {
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
 	st := s.status
@@ -96,10 +105,21 @@ func (s *classStream) snapshot() StreamStatus {
 	return st
 }
 
-func (s *classStream) setStatus(f func(*StreamStatus)) {
+func (s *classStream) setStatus(f func(*ClassStreamStatus)) {
 	s.statusMu.Lock()
 	f(&s.status)
 	s.statusMu.Unlock()
+}
+
+// wildcardRestart ends a session that must ask for a wildcard of typeURL
+// after it asked for explicit names of the type: SotW can no longer ask in
+// the legacy form (sotw.go, send), and a delta stream's upstream may believe
+// it already sent what it has not (delta.go, syncInterest). The class
+// stream opens a new stream at once, asking for the wildcard first.
+type wildcardRestart struct{ typeURL string }
+
+func (e *wildcardRestart) Error() string {
+	return "a wildcard of " + e.typeURL + " is wanted after explicit names: restarting the stream"
 }
 
 // run keeps a session open until ctx ends, backing off between failures. A
@@ -108,10 +128,10 @@ func (s *classStream) setStatus(f func(*StreamStatus)) {
 func (s *classStream) run(ctx context.Context) {
 	s.versions = map[string]string{}
 	s.deltaVersions = map[string]map[string]string{}
-	defer s.setStatus(func(st *StreamStatus) { st.State = StateStopped })
+	defer s.setStatus(func(st *ClassStreamStatus) { st.State = StateStopped })
 	failures := 0
 	for {
-		healthy, err := s.session(ctx)
+		healthy, err := s.runSession(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -135,7 +155,7 @@ func (s *classStream) run(ctx context.Context) {
 		}
 		failures++
 		s.metrics.Reconnecting(s.class.Name)
-		s.setStatus(func(st *StreamStatus) {
+		s.setStatus(func(st *ClassStreamStatus) {
 			st.State, st.LastError = StateBackoff, err.Error()
 			st.Reconnects++
 		})
@@ -154,11 +174,11 @@ type received struct {
 	err error
 }
 
-// session runs one upstream stream until it fails. healthy reports whether
+// runSession runs one upstream stream until it fails. healthy reports whether
 // it got a valid response or lived at least the maximum backoff, either of
 // which resets the backoff. (An upstream that is another relay, in sync with
 // us, rightly sends nothing after we resubscribe at its current versions.)
-func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
+func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) {
 	started := time.Now()
 	defer func() {
 		if !healthy && time.Since(started) >= s.bo.Max {
@@ -170,7 +190,7 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 	defer wg.Wait()
 	defer cancel()
 
-	s.setStatus(func(st *StreamStatus) { st.State = StateConnecting })
+	s.setStatus(func(st *ClassStreamStatus) { st.State = StateConnecting })
 	desc, method := &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[0], adsMethod
 	if s.delta {
 		desc, method = &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[1], deltaADSMethod
@@ -211,7 +231,7 @@ func (s *classStream) session(ctx context.Context) (healthy bool, err error) {
 		return false, err
 	}
 	// The stream is open on a ready connection and subscribed.
-	s.setStatus(func(st *StreamStatus) { st.State, st.LastError = StateConnected, "" })
+	s.setStatus(func(st *ClassStreamStatus) { st.State, st.LastError = StateConnected, "" })
 	for {
 		select {
 		case <-ctx.Done():

@@ -10,7 +10,6 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -19,24 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// scriptedADS is a scripted SotW ADS server (see scripted).
-type scriptedADS struct {
-	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
-	streams chan *scriptedStream
-}
-
-func (s *scriptedADS) StreamAggregatedResources(st grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]) error {
-	return serveScripted(s.streams, st)
-}
-
-func startScripted(t *testing.T) (*scriptedADS, string) {
-	t.Helper()
-	srv := &scriptedADS{streams: make(chan *scriptedStream, 4)}
-	return srv, startScriptedServer(t, srv)
-}
-
-func (s *scriptedADS) next(t *testing.T) *scriptedStream { return nextScripted(t, s.streams) }
 
 // respondClusters writes a CDS response of clusters named names.
 func respondClusters(t *testing.T, ss *scriptedStream, version, nonce string, names ...string) {
@@ -65,10 +46,8 @@ func newClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Class, *s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	reg := shard.NewRegistry(cl, c.Attach)
-	class := reg.ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	return c, class, sh
 }
 
@@ -152,11 +131,11 @@ func TestInterestChangesAreSentUpstream(t *testing.T) {
 	ss.request(t) // CDS wildcard
 	const eds = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	w := nopWatcher{}
-	a := class.Subscribe(eds, shard.NewSubscription([]string{"x", "y"}, false), w)
+	a := subscribe(t, class, eds, shard.NewSubscription([]string{"x", "y"}, false), w)
 	if r := ss.request(t); r.GetTypeUrl() != eds || !slices.Equal(r.GetResourceNames(), []string{"x", "y"}) {
 		t.Fatalf("EDS subscription = %v", r)
 	}
-	b := class.Subscribe(eds, shard.NewSubscription([]string{"y", "z"}, false), w)
+	b := subscribe(t, class, eds, shard.NewSubscription([]string{"y", "z"}, false), w)
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"x", "y", "z"}) {
 		t.Fatalf("union = %v", r.GetResourceNames())
 	}

@@ -73,6 +73,13 @@ func sendSotW(t *testing.T, ss *scriptedStream, version, nonce string, resources
 	}
 }
 
+// sendACKed sends a CDS response and requires the relay to ACK it.
+func sendACKed(t *testing.T, ss *scriptedStream, version, nonce string, resources ...*anypb.Any) {
+	t.Helper()
+	sendSotW(t, ss, version, nonce, resources...)
+	wantACK(t, ss.request(t), version, nonce)
+}
+
 func wantACK(t *testing.T, r *discoverygrpc.DiscoveryRequest, version, nonce string) {
 	t.Helper()
 	if r.GetErrorDetail() != nil || r.GetResponseNonce() != nonce || r.GetVersionInfo() != version {
@@ -110,7 +117,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	srv, addr := startScripted(t)
 	_, class, sh := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	rec := &recWatcher{}
-	if class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, rec) != sh {
+	if subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, rec) != sh {
 		t.Fatal("a second wildcard CDS subscription got another shard")
 	}
 	ss := srv.next(t)
@@ -127,7 +134,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	if ttlOf(t, cur.Resources[0]) != 30*time.Second || ttlOf(t, cur.Resources[1]) != 10*time.Second {
 		t.Fatalf("TTLs %v %v, want 30s 10s", ttlOf(t, cur.Resources[0]), ttlOf(t, cur.Resources[1]))
 	}
-	if r := cur.Resources[0]; r.Hash != dedup.ResourceHashTTL(r.Any, r.TTL) {
+	if r := cur.Resources[0]; r.Hash != dedup.ResourceHashFull(r.Any, r.TTL, nil) {
 		t.Fatal("a's hash does not cover its TTL")
 	}
 	// Unwrapped: the held Any is the cluster itself.
@@ -138,8 +145,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	_, changesBefore := rec.seen()
 
 	// Heartbeat only, at the same version.
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second), wrap(t, "b", nil, 10*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second), wrap(t, "b", nil, 10*time.Second))
 	if sh.Current() != cur {
 		t.Fatalf("a heartbeat changed the shard: %v", names(sh))
 	}
@@ -169,8 +175,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	}
 
 	// A new TTL is a change.
-	sendSotW(t, ss, "v3", "n4", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, time.Minute), wrap(t, "b", &clusterv3.Cluster{Name: "b"}, 10*time.Second))
-	wantACK(t, ss.request(t), "v3", "n4")
+	sendACKed(t, ss, "v3", "n4", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, time.Minute), wrap(t, "b", &clusterv3.Cluster{Name: "b"}, 10*time.Second))
 	next := sh.Current()
 	if next == cur || next.Version == cur.Version || ttlOf(t, next.Resources[0]) != time.Minute {
 		t.Fatalf("after the TTL change: version %q (was %q), a's TTL %v, want a new version with 1m", next.Version, cur.Version, ttlOf(t, next.Resources[0]))
@@ -189,14 +194,12 @@ func TestTTLSotWHeartbeatKeepsResourcesWithoutTTL(t *testing.T) {
 	_, _, sh := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	ss := srv.next(t)
 	ss.request(t)
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
 	cur := sh.Current()
 	if cur == nil || !slices.Equal(cur.Names, []string{"a", "b"}) {
 		t.Fatalf("shard holds %v, want [a b]", names(sh))
 	}
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
 	if got := names(sh); !slices.Equal(got, []string{"a", "b"}) || sh.Current() != cur {
 		t.Fatalf("after a heartbeat of a at the same version the shard holds %v (version %q, was %q), want [a b] unchanged",
 			got, sh.Current().Version, cur.Version)
@@ -218,7 +221,7 @@ func TestTTLDeltaUpstream(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	rec := &recWatcher{}
-	sh := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, rec)
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, rec)
 	ds := srv.next(t)
 	first := ds.request(t)
 	wantFeatures(t, first.GetNode().GetClientFeatures())
@@ -278,12 +281,11 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 	_, class, _ := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	ss := srv.next(t)
 	ss.request(t)
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
 	// The union grows to the wildcard plus names: the wildcard covers them,
 	// so nothing is sent.
-	before := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "x1"}, false), nopWatcher{})
+	before := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "x1"}, false), nopWatcher{})
 	if cur := before.Current(); cur == nil || !cur.KnownAbsent("x1") {
 		t.Fatalf("before any heartbeat: shard %+v, want x1 known absent", cur)
 	}
@@ -292,7 +294,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 	if ack := ss.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
 		t.Fatalf("want the ACK of the heartbeat n2, got %v", ack)
 	}
-	after := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "x2"}, false), nopWatcher{})
+	after := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "x2"}, false), nopWatcher{})
 	cur := after.Current()
 	if cur == nil || !cur.Has("a") {
 		t.Fatalf("after the heartbeat: shard %+v, want a", cur)
@@ -309,17 +311,16 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newSotwClass(t, addr)
-	class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a"}) {
 		t.Fatalf("first request %v, want CDS [a]", r)
 	}
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
 	// The wildcard, wanted after explicit names, is asked for on a new
 	// stream in the legacy form.
-	wild := class.Subscribe(shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss = srv.next(t)
 	if r := ss.request(t); len(r.GetResourceNames()) != 0 || r.GetVersionInfo() != "" {
 		t.Fatalf("request %v, want the legacy wildcard at no version", r)
@@ -327,13 +328,11 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	if cur := wild.Current(); cur != nil {
 		t.Fatalf("wildcard shard served %v before the upstream answered the wildcard", cur.Names)
 	}
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
 	if cur := wild.Current(); cur != nil {
 		t.Fatalf("a heartbeat-only response answered the wildcard: the wildcard shard serves %v as the complete CDS state", cur.Names)
 	}
-	sendSotW(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
-	wantACK(t, ss.request(t), "v1", "n3")
+	sendACKed(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
 	if got := names(wild); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("wildcard shard after the real answer: %v, want [a b]", got)
 	}
@@ -346,23 +345,20 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 func TestTTLSotWHeartbeatDoesNotResolvePending(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newSotwClass(t, addr)
-	class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	ss.request(t)
-	sendSotW(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n1")
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
-	both := class.Subscribe(shard.ClusterType, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
+	both := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a", "c"}) {
 		t.Fatalf("request %v, want CDS [a c]", r)
 	}
-	sendSotW(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	wantACK(t, ss.request(t), "v1", "n2")
+	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
 	if cur := both.Current(); cur != nil {
 		t.Fatalf("a heartbeat-only response resolved the pending name c: the shard serves %v (c deleted for its clients)", cur.Names)
 	}
-	sendSotW(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "c"}))
-	wantACK(t, ss.request(t), "v2", "n3")
+	sendACKed(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "c"}))
 	if got := names(both); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("shard after the answer: %v, want [a c]", got)
 	}
@@ -377,6 +373,5 @@ func newSotwClass(t *testing.T, addr string) *shard.Class {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	cl, _ := shard.NewClassifier(nil)
-	return shard.NewRegistry(cl, c.Attach).ClassFor(&corev3.Node{Id: "downstream-1", Cluster: "class-a"})
+	return attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 }

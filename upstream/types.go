@@ -1,4 +1,4 @@
 package upstream
 
 // The resource types the relay can decode to validate upstream responses.
-import _ "github.com/xds-relay/xds-relay/shard/xdstypes"
+import _ "github.com/xds-relay/xds-relay/upstream/xdstypes"

@@ -13,7 +13,7 @@ import (
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
-	"github.com/xds-relay/xds-relay/shard/xdstypes"
+	"github.com/xds-relay/xds-relay/upstream/xdstypes"
 )
 
 // RejectError is a response the relay NACKs: the upstream is alive but sent
@@ -28,13 +28,15 @@ func reject(format string, args ...any) error {
 
 // validator checks upstream resources. It remembers the hash of every
 // resource it already checked, and the children it refers to, so an
-// unchanged resource is not decoded again (owned by one class stream's run
-// loop; not safe for concurrent use).
+// unchanged resource is not decoded again. Not safe for concurrent use.
 type validator struct {
-	checked map[string]map[string]checkedResource // type URL -> name -> what was checked
+	// Read-only after creation.
 	// passVersions: a resource keeps the upstream's version (candidate
-	// version), which its hash includes (set at construction).
+	// version), which its hash includes.
 	passVersions bool
+
+	// Owned by the class stream's run goroutine.
+	checked map[string]map[string]checkedResource // type URL -> name -> what was checked
 }
 
 // checkedResource is one resource version as the validator decoded it.

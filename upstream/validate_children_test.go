@@ -9,6 +9,8 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 const listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
@@ -52,9 +54,9 @@ func TestValidatorRecordsChildren(t *testing.T) {
 		}
 	}
 	clusters := [][]byte{
-		anyOf(t, edsClusterNamed("a", "")),
-		anyOf(t, edsClusterNamed("b", "b-eds")),
-		anyOf(t, &clusterv3.Cluster{Name: "static"}),
+		xdstest.AnyBytes(edsClusterNamed("a", "")),
+		xdstest.AnyBytes(edsClusterNamed("b", "b-eds")),
+		xdstest.AnyBytes(&clusterv3.Cluster{Name: "static"}),
 	}
 	want := map[string][]string{"a": {"a"}, "b": {"b-eds"}}
 	check(clusterType, clusters, want)
@@ -65,10 +67,10 @@ func TestValidatorRecordsChildren(t *testing.T) {
 			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: rdsHCM(t, route)}}}}
 	}
 	listeners := [][]byte{
-		anyOf(t, &listenerv3.Listener{Name: "api", ApiListener: &listenerv3.ApiListener{ApiListener: rdsHCM(t, "r-api")}}),
-		anyOf(t, &listenerv3.Listener{Name: "chains", FilterChains: []*listenerv3.FilterChain{chain("r2"), chain("r1"), chain("r1")},
+		xdstest.AnyBytes(&listenerv3.Listener{Name: "api", ApiListener: &listenerv3.ApiListener{ApiListener: rdsHCM(t, "r-api")}}),
+		xdstest.AnyBytes(&listenerv3.Listener{Name: "chains", FilterChains: []*listenerv3.FilterChain{chain("r2"), chain("r1"), chain("r1")},
 			DefaultFilterChain: chain("r3")}),
-		anyOf(t, &listenerv3.Listener{Name: "inline", ApiListener: &listenerv3.ApiListener{ApiListener: func() *anypb.Any {
+		xdstest.AnyBytes(&listenerv3.Listener{Name: "inline", ApiListener: &listenerv3.ApiListener{ApiListener: func() *anypb.Any {
 			a, _ := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: "s"})
 			return a
 		}()}}),

@@ -8,29 +8,15 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 const clusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 
-func anyOf(t *testing.T, m proto.Message) []byte {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := proto.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestValidatorRejects(t *testing.T) {
-	good := anyOf(t, &clusterv3.Cluster{Name: "a"})
+	good := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
 	// A Cluster whose name holds invalid UTF-8: well-formed on the wire, but
 	// not a decodable Cluster.
 	badUTF8 := wire.AppendAny(nil, clusterType, []byte{0x0a, 0x02, 0xff, 0xfe})
@@ -39,9 +25,9 @@ func TestValidatorRejects(t *testing.T) {
 		raws [][]byte
 		want string
 	}{
-		{"type mismatch", [][]byte{anyOf(t, &endpointv3.ClusterLoadAssignment{ClusterName: "a"})}, "does not match the response type_url"},
-		{"duplicate names", [][]byte{good, anyOf(t, &clusterv3.Cluster{Name: "a", AltStatName: "x"})}, `resources[1]: duplicate resource name "a"`},
-		{"no name", [][]byte{anyOf(t, &clusterv3.Cluster{AltStatName: "x"})}, "resources[0]: resource has no name"},
+		{"type mismatch", [][]byte{xdstest.AnyBytes(&endpointv3.ClusterLoadAssignment{ClusterName: "a"})}, "does not match the response type_url"},
+		{"duplicate names", [][]byte{good, xdstest.AnyBytes(&clusterv3.Cluster{Name: "a", AltStatName: "x"})}, `resources[1]: duplicate resource name "a"`},
+		{"no name", [][]byte{xdstest.AnyBytes(&clusterv3.Cluster{AltStatName: "x"})}, "resources[0]: resource has no name"},
 		{"malformed any", [][]byte{{0x0a, 0x10, 'x'}}, "resources[0]: malformed google.protobuf.Any"},
 		{"undecodable resource", [][]byte{badUTF8}, "undecodable envoy.config.cluster.v3.Cluster"},
 	}
@@ -60,7 +46,7 @@ func TestValidatorRejects(t *testing.T) {
 }
 
 func TestValidatorAcceptsAndCopies(t *testing.T) {
-	raw := anyOf(t, &clusterv3.Cluster{Name: "a"})
+	raw := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
 	out, err := newValidator().resources(clusterType, []candidate{{raw: raw}}, true)
 	if err != nil || len(out) != 1 || out[0].Name != "a" {
 		t.Fatalf("got %v, %v", out, err)
@@ -89,7 +75,7 @@ func TestBackoffBounds(t *testing.T) {
 
 // Aliases from a delta upstream are kept, and are part of the content hash.
 func TestValidatorKeepsAliases(t *testing.T) {
-	raw := anyOf(t, &clusterv3.Cluster{Name: "a"})
+	raw := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
 	plain, err := newValidator().resources(clusterType, []candidate{{raw: raw}}, false)
 	if err != nil {
 		t.Fatal(err)

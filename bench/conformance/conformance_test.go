@@ -30,6 +30,7 @@ var (
 	flagExclude   = flag.String("conformance.exclude", "", "comma-separated features to exclude, instead of each cell's defaults (\"none\": exclude nothing)")
 	flagHold      = flag.Duration("conformance.hold", 0, "how long the final quiet point watches the clients (0: shard.PendingGrace + 500ms; negative: no hold, for bulk runs)")
 	flagVerbose   = flag.Bool("conformance.log", false, "log the relays at warn level")
+	flagParallel  = flag.Int("conformance.parallel", 1, "schedules of a cell run at once, each with its own control plane, relays and clients")
 )
 
 func runOptions(t *testing.T) RunOptions {
@@ -64,37 +65,79 @@ func TestConformance(t *testing.T) {
 func runCell(t *testing.T, cell Cell) {
 	o := runOptions(t)
 	gen := genOptions(cell, *flagSteps, *flagAll, excludeFlag())
-	diverged := 0
-	for i := range *flagSchedules {
-		seed := *flagSeed + uint64(i)
-		s := Generate(cell.Name, seed, gen)
-		err := Run(cell, s, o)
-		if err == nil {
-			continue
-		}
-		var d *Divergence
-		if !errors.As(err, &d) {
-			t.Fatalf("seed %d: run failed: %v", seed, err)
-		}
-		diverged++
-		t.Errorf("cell %s seed %d diverged (replay: go test ./bench/conformance/ -run 'TestConformance/%s$' -conformance.seed %d -conformance.schedules 1%s):\n%v\n%s",
-			cell.Name, seed, cell.Name, seed, featureFlags(), err, s)
-		if *flagShrink > 0 {
-			small := Shrink(cell, s, d, o, *flagShrink, t.Logf)
-			serr := Run(cell, small, o)
-			t.Errorf("shrunk to %d steps (replays: %v):\n%v\n%s", len(small.Steps), IsDivergence(serr), serr, small.JSON())
-			if *flagRecord != "" {
-				path := filepath.Join(*flagRecord, strings.ReplaceAll(cell.Name, "/", "-")+"-seed"+strconv.FormatUint(seed, 10)+".json")
-				if err := os.WriteFile(path, small.JSON(), 0o644); err != nil {
-					t.Error(err)
+	// Schedules run -conformance.parallel at a time: each has its own
+	// control plane, relays and clients, so their final holds (most of a
+	// schedule's time, spent waiting) overlap. The seeds are handed out in
+	// order; with -conformance.stop no new one starts after a divergence.
+	var (
+		mu       sync.Mutex // guards diverged, stopped and t's failure output order
+		diverged int
+		stopped  bool
+		wg       sync.WaitGroup
+	)
+	seeds := make(chan uint64)
+	for range max(1, *flagParallel) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seed := range seeds {
+				if runSchedule(t, cell, seed, gen, o, &mu) {
+					mu.Lock()
+					diverged++
+					stopped = stopped || *flagStop
+					mu.Unlock()
 				}
 			}
+		}()
+	}
+	for i := range *flagSchedules {
+		mu.Lock()
+		stop := stopped
+		mu.Unlock()
+		if stop {
+			break
 		}
-		if *flagStop {
-			return
+		seeds <- *flagSeed + uint64(i)
+	}
+	close(seeds)
+	wg.Wait()
+	t.Logf("cell %s: %d schedules from seed %d, %d diverged", cell.Name, *flagSchedules, *flagSeed, diverged)
+}
+
+// runSchedule runs the schedule of seed in cell and reports whether it
+// diverged (reported on t, with its shrunk form). mu orders the reports of
+// schedules running at once.
+func runSchedule(t *testing.T, cell Cell, seed uint64, gen GenOptions, o RunOptions, mu *sync.Mutex) bool {
+	s := Generate(cell.Name, seed, gen)
+	err := Run(cell, s, o)
+	if err == nil {
+		return false
+	}
+	var d *Divergence
+	if !errors.As(err, &d) {
+		t.Errorf("seed %d: run failed: %v", seed, err)
+		return true
+	}
+	var small Schedule
+	var serr error
+	if *flagShrink > 0 {
+		small = Shrink(cell, s, d, o, *flagShrink, t.Logf)
+		serr = Run(cell, small, o)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Errorf("cell %s seed %d diverged (replay: go test ./bench/conformance/ -run 'TestConformance/%s$' -conformance.seed %d -conformance.schedules 1%s):\n%v\n%s",
+		cell.Name, seed, cell.Name, seed, featureFlags(), err, s)
+	if *flagShrink > 0 {
+		t.Errorf("shrunk to %d steps (replays: %v):\n%v\n%s", len(small.Steps), IsDivergence(serr), serr, small.JSON())
+		if *flagRecord != "" {
+			path := filepath.Join(*flagRecord, strings.ReplaceAll(cell.Name, "/", "-")+"-seed"+strconv.FormatUint(seed, 10)+".json")
+			if err := os.WriteFile(path, small.JSON(), 0o644); err != nil {
+				t.Error(err)
+			}
 		}
 	}
-	t.Logf("cell %s: %d schedules from seed %d, %d diverged", cell.Name, *flagSchedules, *flagSeed, diverged)
+	return true
 }
 
 // excludeFlag parses -conformance.exclude (nil: the cells' defaults).

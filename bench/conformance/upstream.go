@@ -70,11 +70,12 @@ func relayConfig(listenUpstream string, delta bool, id string) app.Config {
 	return cfg
 }
 
-func startUpstream(cell Cell, log *zap.Logger, tmp string) (_ *upstream, err error) {
+func startUpstream(cell Cell, log *zap.Logger, tmp string) (up *upstream, err error) {
 	u := &upstream{cell: cell}
 	defer func() {
 		if err != nil {
 			u.close()
+			up = nil
 		}
 	}()
 	switch cell.Upstream {
@@ -93,38 +94,32 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string) (_ *upstream, err err
 		}
 		cfg := relayConfig("", false, "relay-file")
 		cfg.Source.Dir = u.dir
-		r, err := app.Start(cfg, log.Named("relay"))
-		if err != nil {
-			return nil, err
-		}
-		u.relays = append(u.relays, r)
-		return u, nil
+		return u, u.startRelay(cfg, log.Named("relay"))
 	case UpChain:
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: xdstest.Snapshot}); err != nil {
 			return nil, err
 		}
-		first, err := app.Start(relayConfig(u.cp.Addr, cell.Delta, "relay-tier1"), log.Named("tier1"))
-		if err != nil {
+		if err := u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay-tier1"), log.Named("tier1")); err != nil {
 			return nil, err
 		}
-		u.relays = append(u.relays, first)
-		second, err := app.Start(relayConfig(first.Addr(), cell.Delta, "relay-tier2"), log.Named("tier2"))
-		if err != nil {
-			return nil, err
-		}
-		u.relays = append(u.relays, second)
-		return u, nil
+		return u, u.startRelay(relayConfig(u.addr(), cell.Delta, "relay-tier2"), log.Named("tier2"))
 	default:
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: cell.Upstream}); err != nil {
 			return nil, err
 		}
-		r, err := app.Start(relayConfig(u.cp.Addr, cell.Delta, "relay"), log.Named("relay"))
-		if err != nil {
-			return nil, err
-		}
-		u.relays = append(u.relays, r)
-		return u, nil
+		return u, u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay"), log.Named("relay"))
 	}
+}
+
+// startRelay starts a relay of cfg in front of the others: it becomes the
+// one serving the clients.
+func (u *upstream) startRelay(cfg app.Config, log *zap.Logger) error {
+	r, err := app.Start(cfg, log)
+	if err != nil {
+		return err
+	}
+	u.relays = append(u.relays, r)
+	return nil
 }
 
 // addr is where clients connect.

@@ -106,6 +106,16 @@ func writeReport(t *testing.T, runs []Run, opts Options) string {
 	return dir
 }
 
+// readMarkdown returns the report.md that writeReport wrote into dir.
+func readMarkdown(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func TestFiguresHaveTitlesAxesAndOneLinePerSeries(t *testing.T) {
 	runs := sweep()
 	dir := writeReport(t, runs, Options{})
@@ -206,11 +216,7 @@ func TestFiguresHaveTitlesAxesAndOneLinePerSeries(t *testing.T) {
 
 func TestReportTableAndRatios(t *testing.T) {
 	dir := writeReport(t, sweep(), Options{})
-	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := string(b)
+	md := readMarkdown(t, dir)
 	for _, want := range []string{
 		"![Latency CDF](latency-cdf.svg)",
 		"![Time to last client vs N](time-to-last.svg)",
@@ -295,11 +301,8 @@ func TestUnmeasuredServerIsLeftOut(t *testing.T) {
 	if !doc.hasText("direct/linear delta") {
 		t.Errorf("time to last lacks the direct series: %v", doc.texts)
 	}
-	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(md), "No N has both a relay run") {
+	md := readMarkdown(t, dir)
+	if !strings.Contains(md, "No N has both a relay run") {
 		t.Errorf("report.md without relay runs:\n%s", md)
 	}
 	for _, f := range figures {
@@ -347,14 +350,11 @@ func TestRepeatedRunsUseTheMedian(t *testing.T) {
 	if !doc.hasText("relay sotw N=3000") || !doc.hasText("limit sotw N=3000") {
 		t.Errorf("CDF legend: %v", doc.texts)
 	}
-	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(md), "| sotw | 3,000 | 1.20× | 1.20× |") {
+	md := readMarkdown(t, dir)
+	if !strings.Contains(md, "| sotw | 3,000 | 1.20× | 1.20× |") {
 		t.Errorf("ratio of medians missing:\n%s", md)
 	}
-	if got := strings.Count(string(md), "\n| relay |"); got != 3 {
+	if got := strings.Count(md, "\n| relay |"); got != 3 {
 		t.Errorf("%d relay rows, want every run (3)", got)
 	}
 }
@@ -383,11 +383,8 @@ func TestClassesFigures(t *testing.T) {
 			}
 		}
 	}
-	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(md), "(classes.svg)") {
+	md := readMarkdown(t, dir)
+	if !strings.Contains(md, "(classes.svg)") {
 		t.Errorf("report.md does not show the classes figure:\n%s", md)
 	}
 

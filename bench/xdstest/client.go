@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -25,6 +26,8 @@ type Options struct {
 	Node  *corev3.Node // sent on the first request of every stream
 	Delta bool         // incremental xDS instead of state of the world
 	ADS   bool         // one aggregated stream; false: one stream per type on its own service
+	// Creds secure the connection; nil is plaintext.
+	Creds credentials.TransportCredentials
 }
 
 // Sub is a subscription for one type.
@@ -133,7 +136,11 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if opts.Node == nil {
 		return nil, errors.New("xdstest: Options.Node is required")
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := opts.Creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +281,15 @@ func (c *Client) Next(ctx context.Context) (Event, error) {
 	}
 }
 
+// Open opens the stream carrying typeURL (with ADS, the one stream) without
+// sending anything on it, as a client that never sends its first request.
+func (c *Client) Open(typeURL string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.streamLocked(typeURL)
+	return err
+}
+
 // SendSotW sends a SotW request for typeURL with exactly these
 // resource_names (nil or empty: the legacy wildcard on a type that never had
 // names on this stream, else "nothing"), the last accepted version and the
@@ -309,6 +325,15 @@ func (c *Client) SendSotW(typeURL string, names []string) error {
 		ResourceNames: ts.last, ResponseNonce: ts.nonce})
 }
 
+// SendSotWResume is SendSotW as the first request of a client that
+// accepted version on an earlier stream: it sends version as version_info.
+func (c *Client) SendSotWResume(typeURL string, names []string, version string) error {
+	c.mu.Lock()
+	c.typeLocked(typeURL).version = version
+	c.mu.Unlock()
+	return c.SendSotW(typeURL, names)
+}
+
 // SendDelta sends a delta request for typeURL subscribing and unsubscribing
 // exactly these names ("*" is the wildcard); the first request of a type on
 // a stream with nothing to subscribe is the legacy wildcard.
@@ -319,6 +344,19 @@ func (c *Client) SendDelta(typeURL string, subscribe, unsubscribe []string) erro
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sendDeltaLocked(typeURL, subscribe, unsubscribe, nil)
+}
+
+// SendDeltaResume sends a delta request for typeURL subscribing these names
+// with initial_resource_versions, as the first request of a client that
+// held those versions on an earlier stream. The client does not hold them:
+// what it holds comes from the responses.
+func (c *Client) SendDeltaResume(typeURL string, subscribe []string, versions map[string]string) error {
+	if !c.opts.Delta {
+		return errors.New("xdstest: SendDeltaResume on a SotW client")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sendDeltaLocked(typeURL, subscribe, nil, versions)
 }
 
 func (c *Client) sendDeltaLocked(typeURL string, subscribe, unsubscribe []string, initial map[string]string) error {

@@ -40,6 +40,11 @@ type CPOptions struct {
 	// NodeKey maps a node to its snapshot (snapshot caches only); nil maps
 	// every node to one snapshot (Set installs it for everyone).
 	NodeKey func(*corev3.Node) string
+	// Heartbeat, when not zero, makes a snapshot cache re-send resources
+	// that have a TTL at this interval (go-control-plane's heartbeating).
+	Heartbeat time.Duration
+	// ServerOptions are added to the gRPC server's (credentials, interceptors).
+	ServerOptions []grpc.ServerOption
 }
 
 type nodeHash func(*corev3.Node) string
@@ -63,6 +68,7 @@ type ControlPlane struct {
 	snap   cachev3.SnapshotCache           // snapshot kinds
 	linear map[string]*cachev3.LinearCache // Linear: type URL -> cache
 	cache  cachev3.Cache
+	stopHB context.CancelFunc // ends the heartbeat goroutine of the cache
 
 	// Guarded by mu: the state served and the server's incarnation.
 	mu       sync.Mutex
@@ -74,6 +80,23 @@ type ControlPlane struct {
 	stats    CPStats
 	sotwReq  []*discoveryv3.DiscoveryRequest      // the last maxRequests SotW requests
 	deltaReq []*discoveryv3.DeltaDiscoveryRequest // the last maxRequests delta requests
+	// One entry per stream served (both protocols, every incarnation).
+	streams   map[streamKey]*streamRecord
+	deltaSent []*discoveryv3.DeltaDiscoveryResponse // the last maxRequests delta responses
+}
+
+// streamKey names a stream: go-control-plane numbers SotW and delta streams
+// apart, and anew in each incarnation.
+type streamKey struct {
+	incarnation int
+	delta       bool
+	id          int64
+}
+
+// streamRecord is what a stream's first requests said.
+type streamRecord struct {
+	node       *corev3.Node                                  // of its first request
+	firstDelta map[string]*discoveryv3.DeltaDiscoveryRequest // type URL -> first delta request
 }
 
 // maxRequests bounds the requests a ControlPlane keeps per protocol.
@@ -82,19 +105,27 @@ const maxRequests = 4096
 // CPStats counts what the control plane saw.
 type CPStats struct {
 	Streams, DeltaStreams int // streams opened (SotW, delta), over every incarnation
+	Open                  int // streams open now (both protocols)
 	Requests, NACKs       int // requests received (both protocols), and those with error_detail
+	incarnation           int // Up calls that served, for streamKey
 }
 
 // StartControlPlane starts a control plane; it runs until Stop.
 func StartControlPlane(opts CPOptions) (*ControlPlane, error) {
-	cp := &ControlPlane{opts: opts, state: map[string]map[string]types.Resource{}}
+	cp := &ControlPlane{opts: opts, state: map[string]map[string]types.Resource{}, streams: map[streamKey]*streamRecord{}}
 	key := opts.NodeKey
 	if key == nil {
 		key = func(*corev3.Node) string { return allNodes }
 	}
 	switch opts.Cache {
 	case Snapshot, SnapshotADS:
-		cp.snap = cachev3.NewSnapshotCache(opts.Cache == SnapshotADS, nodeHash(key), nil)
+		if opts.Heartbeat > 0 {
+			ctx, cancel := context.WithCancel(context.Background())
+			cp.stopHB = cancel
+			cp.snap = cachev3.NewSnapshotCacheWithHeartbeating(ctx, opts.Cache == SnapshotADS, nodeHash(key), nil, opts.Heartbeat)
+		} else {
+			cp.snap = cachev3.NewSnapshotCache(opts.Cache == SnapshotADS, nodeHash(key), nil)
+		}
 		cp.cache = cp.snap
 	case Linear:
 		cp.linear = map[string]*cachev3.LinearCache{}
@@ -115,8 +146,9 @@ func StartControlPlane(opts CPOptions) (*ControlPlane, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	lis, err := net.Listen("tcp", addr)
+	lis, err := listenRetry(addr, 5*time.Second)
 	if err != nil {
+		cp.stopHeartbeat()
 		return nil, err
 	}
 	cp.Addr = lis.Addr().String()
@@ -125,6 +157,7 @@ func StartControlPlane(opts CPOptions) (*ControlPlane, error) {
 	if cp.snap != nil {
 		if err := cp.publishLocked(); err != nil { // an empty snapshot: every type exists, empty
 			_ = lis.Close()
+			cp.stopHeartbeat()
 			return nil, err
 		}
 	}
@@ -134,41 +167,65 @@ func StartControlPlane(opts CPOptions) (*ControlPlane, error) {
 
 func (cp *ControlPlane) serveLocked(lis net.Listener) {
 	ctx, cancel := context.WithCancel(context.Background())
+	cp.stats.incarnation++
+	inc := cp.stats.incarnation
 	count := func(f func(*CPStats)) {
 		cp.mu.Lock()
 		f(&cp.stats)
 		cp.mu.Unlock()
 	}
+	// record returns the stream's record, under mu.
+	record := func(delta bool, id int64, node *corev3.Node) *streamRecord {
+		k := streamKey{inc, delta, id}
+		rec := cp.streams[k]
+		if rec == nil {
+			rec = &streamRecord{node: proto.Clone(node).(*corev3.Node), firstDelta: map[string]*discoveryv3.DeltaDiscoveryRequest{}}
+			cp.streams[k] = rec
+		}
+		return rec
+	}
 	cb := serverv3.CallbackFuncs{
 		StreamOpenFunc: func(context.Context, int64, string) error {
-			count(func(s *CPStats) { s.Streams++ })
+			count(func(s *CPStats) { s.Streams++; s.Open++ })
 			return nil
 		},
+		StreamClosedFunc: func(int64, *corev3.Node) { count(func(s *CPStats) { s.Open-- }) },
 		DeltaStreamOpenFunc: func(context.Context, int64, string) error {
-			count(func(s *CPStats) { s.DeltaStreams++ })
+			count(func(s *CPStats) { s.DeltaStreams++; s.Open++ })
 			return nil
 		},
-		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+		DeltaStreamClosedFunc: func(int64, *corev3.Node) { count(func(s *CPStats) { s.Open-- }) },
+		StreamRequestFunc: func(id int64, r *discoveryv3.DiscoveryRequest) error {
 			r = proto.Clone(r).(*discoveryv3.DiscoveryRequest)
 			cp.mu.Lock()
 			defer cp.mu.Unlock()
 			cp.stats.Requests++
 			cp.stats.NACKs += boolInt(r.GetErrorDetail() != nil)
 			cp.sotwReq = appendBounded(cp.sotwReq, r)
+			record(false, id, r.GetNode())
 			return nil
 		},
-		StreamDeltaRequestFunc: func(_ int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+		StreamDeltaRequestFunc: func(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
 			r = proto.Clone(r).(*discoveryv3.DeltaDiscoveryRequest)
 			cp.mu.Lock()
 			defer cp.mu.Unlock()
 			cp.stats.Requests++
 			cp.stats.NACKs += boolInt(r.GetErrorDetail() != nil)
 			cp.deltaReq = appendBounded(cp.deltaReq, r)
+			if rec := record(true, id, r.GetNode()); rec.firstDelta[r.GetTypeUrl()] == nil {
+				rec.firstDelta[r.GetTypeUrl()] = r
+			}
 			return nil
+		},
+		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, r *discoveryv3.DeltaDiscoveryResponse) {
+			r = proto.Clone(r).(*discoveryv3.DeltaDiscoveryResponse)
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			cp.deltaSent = appendBounded(cp.deltaSent, r)
 		},
 	}
 	xds := serverv3.NewServer(ctx, cp.cache, cb)
-	srv := grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxConcurrentStreams(1 << 20)}, cp.opts.ServerOptions...)...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, xds)
 	clusterservice.RegisterClusterDiscoveryServiceServer(srv, xds)
 	endpointservice.RegisterEndpointDiscoveryServiceServer(srv, xds)
@@ -196,6 +253,51 @@ func (cp *ControlPlane) Requests() ([]*discoveryv3.DiscoveryRequest, []*discover
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return slices.Clone(cp.sotwReq), slices.Clone(cp.deltaReq)
+}
+
+// Nodes returns the node of each stream's first request, both protocols,
+// in the order the streams opened.
+func (cp *ControlPlane) Nodes() []*corev3.Node {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	var out []*corev3.Node
+	for _, k := range cp.streamKeysLocked() {
+		out = append(out, cp.streams[k].node)
+	}
+	return out
+}
+
+// FirstDelta returns the first delta request of typeURL of every delta
+// stream that sent one, in the order the streams opened.
+func (cp *ControlPlane) FirstDelta(typeURL string) []*discoveryv3.DeltaDiscoveryRequest {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	var out []*discoveryv3.DeltaDiscoveryRequest
+	for _, k := range cp.streamKeysLocked() {
+		if r := cp.streams[k].firstDelta[typeURL]; r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// DeltaSent returns the last delta responses sent (up to 4096), oldest first.
+func (cp *ControlPlane) DeltaSent() []*discoveryv3.DeltaDiscoveryResponse {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return slices.Clone(cp.deltaSent)
+}
+
+func (cp *ControlPlane) streamKeysLocked() []streamKey {
+	return slices.SortedFunc(maps.Keys(cp.streams), func(a, b streamKey) int {
+		if a.incarnation != b.incarnation {
+			return a.incarnation - b.incarnation
+		}
+		if a.delta != b.delta {
+			return boolInt(a.delta) - boolInt(b.delta)
+		}
+		return int(a.id - b.id)
+	})
 }
 
 func boolInt(b bool) int {
@@ -270,6 +372,16 @@ func (cp *ControlPlane) SetSnapshot(key string, snap *cachev3.Snapshot) error {
 	return cp.snap.SetSnapshot(context.Background(), key, snap)
 }
 
+// SetResources installs res as version for the node key (snapshot caches
+// only): SetSnapshot with the snapshot built.
+func (cp *ControlPlane) SetResources(key, version string, res map[resource.Type][]types.Resource) error {
+	snap, err := cachev3.NewSnapshot(version, res)
+	if err != nil {
+		return err
+	}
+	return cp.SetSnapshot(key, snap)
+}
+
 // Stats returns what the control plane counted so far.
 func (cp *ControlPlane) Stats() CPStats {
 	cp.mu.Lock()
@@ -295,22 +407,27 @@ func (cp *ControlPlane) Down() {
 // Up serves again on the same address with the same cache, retrying the
 // listen for up to timeout while the port is released. No-op when up.
 func (cp *ControlPlane) Up(timeout time.Duration) error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.done != nil {
+		return nil
+	}
+	lis, err := listenRetry(cp.Addr, timeout)
+	if err != nil {
+		return fmt.Errorf("xdstest: listen again: %w", err)
+	}
+	cp.serveLocked(lis)
+	return nil
+}
+
+// listenRetry listens on addr, retrying for up to timeout while a previous
+// server releases the port.
+func listenRetry(addr string, timeout time.Duration) (net.Listener, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		cp.mu.Lock()
-		if cp.done != nil {
-			cp.mu.Unlock()
-			return nil
-		}
-		lis, err := net.Listen("tcp", cp.Addr)
-		if err == nil {
-			cp.serveLocked(lis)
-			cp.mu.Unlock()
-			return nil
-		}
-		cp.mu.Unlock()
-		if time.Now().After(deadline) {
-			return fmt.Errorf("xdstest: listen again on %s: %w", cp.Addr, err)
+		lis, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return lis, err
 		}
 		time.Sleep(10 * time.Millisecond) // retry pace while the port is released
 	}
@@ -323,5 +440,14 @@ func (cp *ControlPlane) Restart() error {
 	return cp.Up(5 * time.Second)
 }
 
-// Stop stops the server for good.
-func (cp *ControlPlane) Stop() { cp.Down() }
+// Stop stops the server and the cache's heartbeats for good.
+func (cp *ControlPlane) Stop() {
+	cp.Down()
+	cp.stopHeartbeat()
+}
+
+func (cp *ControlPlane) stopHeartbeat() {
+	if cp.stopHB != nil {
+		cp.stopHB()
+	}
+}

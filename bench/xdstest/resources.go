@@ -23,6 +23,10 @@ const (
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 )
 
+// SecretType is the SDS type URL: served by ADS and its own service, not
+// one of the core types Resource builds.
+const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+
 // Types are the core type URLs in make-before-break order (parents first).
 var Types = []string{ClusterType, EndpointType, ListenerType, RouteType}
 

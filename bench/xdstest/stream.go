@@ -9,6 +9,7 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 )
 
@@ -57,6 +58,8 @@ func openWire(ctx context.Context, conn *grpc.ClientConn, delta bool, typeURL st
 			s, err = listenerservice.NewListenerDiscoveryServiceClient(conn).DeltaListeners(ctx)
 		case RouteType:
 			s, err = routeservice.NewRouteDiscoveryServiceClient(conn).DeltaRoutes(ctx)
+		case SecretType:
+			s, err = secretservice.NewSecretDiscoveryServiceClient(conn).DeltaSecrets(ctx)
 		default:
 			return nil, fmt.Errorf("xdstest: no per-type delta service for %s", typeURL)
 		}
@@ -75,6 +78,8 @@ func openWire(ctx context.Context, conn *grpc.ClientConn, delta bool, typeURL st
 		s, err = listenerservice.NewListenerDiscoveryServiceClient(conn).StreamListeners(ctx)
 	case RouteType:
 		s, err = routeservice.NewRouteDiscoveryServiceClient(conn).StreamRoutes(ctx)
+	case SecretType:
+		s, err = secretservice.NewSecretDiscoveryServiceClient(conn).StreamSecrets(ctx)
 	default:
 		return nil, fmt.Errorf("xdstest: no per-type SotW service for %s", typeURL)
 	}

@@ -23,7 +23,8 @@ type Decoded struct {
 // Codec is the gRPC codec of the relay's streams. It writes *Stamped and
 // reads *Raw without any protobuf work, and falls back to the standard proto
 // codec for every other type. It keeps the name "proto" so peers see an
-// ordinary application/grpc+proto content type.
+// ordinary application/grpc+proto content type. Read-only after creation;
+// safe for concurrent use.
 type Codec struct{ fallback encoding.CodecV2 }
 
 var _ encoding.CodecV2 = Codec{}

@@ -10,7 +10,8 @@ import (
 // Body is a nonce-less encoded response (see BodyBuilder, DeltaBodyBuilder),
 // shared by every stream it is written to. It holds the bytes as a gRPC
 // buffer, converted once, so that writing it to one more stream allocates
-// nothing for it. The bytes must not be modified once a Body holds them.
+// nothing for it. The bytes must not be modified once a Body holds them:
+// read-only after creation.
 type Body struct{ buf mem.Buffer }
 
 // NewBody wraps b, which is never modified afterwards.
@@ -41,6 +42,7 @@ func (b Body) Len() int {
 
 // Stamped is a response ready for one stream: a shared body and the
 // stream's own nonce suffix. The codec writes it as a two-buffer slice.
+// Owned by the stream's writer until gRPC has encoded it.
 type Stamped struct {
 	Body   Body
 	suffix mem.Buffer
@@ -48,14 +50,6 @@ type Stamped struct {
 
 // Len is the number of bytes the message occupies on the wire.
 func (s *Stamped) Len() int { return s.Body.Len() + s.suffix.Len() }
-
-// Suffix returns the encoded nonce field that follows the body.
-func (s *Stamped) Suffix() []byte { return s.suffix.ReadOnlyData() }
-
-// AppendTo appends the whole message (body then suffix) to dst.
-func (s *Stamped) AppendTo(dst []byte) []byte {
-	return append(append(dst, s.Body.Bytes()...), s.Suffix()...)
-}
 
 // maxSuffix bounds an encoded nonce field: a tag byte, a length byte and at
 // most 13 base-36 digits of a uint64.
@@ -66,6 +60,7 @@ const maxSuffix = 2 + 13
 // the stamper's arena, and the slab returns to its pool once gRPC has written
 // (and freed) every message stamped from it. A slab a stalled write still
 // references stays pinned until the connection closes, so slabs are small.
+// Read-only after creation; safe for concurrent use (the arena locks).
 type Stamper struct{ arena *arena }
 
 // arenas spread streams over several slab arenas so concurrent writers
@@ -89,8 +84,10 @@ const slabSize = 4096
 
 var slabPool = mem.NewTieredBufferPool(slabSize)
 
-// arena hands out suffixes from its current slab.
+// arena hands out suffixes from its current slab, to the streams whose
+// stampers share it.
 type arena struct {
+	// Guarded by mu.
 	mu   sync.Mutex
 	slab mem.Buffer // the current slab, holding the arena's reference; nil before the first
 	data []byte     // the current slab's bytes

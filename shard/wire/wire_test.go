@@ -11,29 +11,18 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 const clusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-
-func mustAny(t *testing.T, m proto.Message) []byte {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // A body built once plus a per-stream nonce suffix must decode as the full
 // DiscoveryResponse, for every stream's nonce.
 func TestBodyPlusNonceDecodes(t *testing.T) {
 	anys := [][]byte{
-		mustAny(t, &clusterv3.Cluster{Name: "a"}),
-		mustAny(t, &clusterv3.Cluster{Name: "b", AltStatName: "x"}),
+		xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"}),
+		xdstest.AnyBytes(&clusterv3.Cluster{Name: "b", AltStatName: "x"}),
 	}
 	bb := NewBodyBuilder("v1", 0)
 	for _, a := range anys {
@@ -146,7 +135,7 @@ func TestCodecStampedIsZeroCopy(t *testing.T) {
 }
 
 func TestDeltaBodyDecodes(t *testing.T) {
-	a := mustAny(t, &clusterv3.Cluster{Name: "a"})
+	a := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
 	db := NewDeltaBodyBuilder("sys1", 0)
 	db.AddEntry(DeltaEntry("a", "va", nil, a, nil))
 	db.AddRemoved("gone")
@@ -168,7 +157,7 @@ func TestDeltaBodyDecodes(t *testing.T) {
 
 func TestParseDeltaResponse(t *testing.T) {
 	db := NewDeltaBodyBuilder("s", 0)
-	db.AddEntry(DeltaEntry("a", "v", nil, mustAny(t, &clusterv3.Cluster{Name: "a"}), nil))
+	db.AddEntry(DeltaEntry("a", "v", nil, xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"}), nil))
 	db.AddRemoved("x")
 	db.AddRemoved("y")
 	got, err := ParseDeltaResponse(append(db.Finish(clusterType), NonceSuffix("n")...))
@@ -182,7 +171,7 @@ func TestParseDeltaResponse(t *testing.T) {
 }
 
 func TestTTLEncodings(t *testing.T) {
-	a := mustAny(t, &clusterv3.Cluster{Name: "a"})
+	a := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
 	ttl, _ := proto.Marshal(durationpb.New(30 * time.Second))
 	// Delta entry with TTL, and a heartbeat (no resource).
 	db := NewDeltaBodyBuilder("s", 0)

@@ -25,7 +25,7 @@ import (
 
 	// The resource types files may hold (as resources or nested typed_config).
 	// A type outside this list is a load error: protojson cannot resolve it.
-	"github.com/xds-relay/xds-relay/shard/xdstypes" // also registers the Envoy types it decodes
+	"github.com/xds-relay/xds-relay/upstream/xdstypes" // also registers the Envoy types it decodes
 )
 
 // typePrefix is the prefix of the canonical type URL every resource is
@@ -61,32 +61,35 @@ func (st *Status) clone() Status {
 }
 
 // Source serves the resources of a directory of files. Create it with New,
-// hand Attach to shard.NewRegistry, and call Run once in a goroutine of its
+// hand Attach to shard.NewRegistryWith, and call Run once in a goroutine of its
 // own to follow changes.
 //
 // Lock order: the registry's lock (Attach is called under it), Source.mu,
 // Class.mu, then whatever shard watchers lock; pendMu is a leaf.
 type Source struct {
-	// Set at construction, read-only.
+	// Read-only after creation.
 	dir   string // the directory, or a label such as "embedded sample" when fixed
 	fsys  fs.FS  // the files: os.DirFS(dir), or an embedded file system
 	fixed bool   // fsys never changes (embedded): Run watches nothing
 	log   *zap.Logger
 	wake  dedup.Signal // interest changes for Run to re-apply
 
-	running atomic.Bool
-	status  atomic.Pointer[Status] // immutable once stored; written under mu
+	// Accessed atomically.
+	running atomic.Bool            // Run was called
+	status  atomic.Pointer[Status] // immutable once stored; stored under mu
 
+	// Guarded by mu.
 	mu      sync.Mutex
-	state   map[string]*typeState // by type URL, every type ever loaded; guarded by mu
-	classes []*shard.Class        // guarded by mu
-	closed  bool                  // guarded by mu
+	state   map[string]*typeState // by type URL, every type ever loaded
+	classes []*shard.Class
+	closed  bool
 
-	// pendMu is a leaf lock: held for map updates only, never while taking
-	// another lock (the class calls the hook with its own lock held).
+	// Guarded by pendMu, a leaf lock: held for map updates only, never
+	// while taking another lock (the class calls the hook with its own
+	// lock held).
 	pendMu  sync.Mutex
-	pending map[*shard.Class]map[string]struct{} // class -> type URLs to apply; guarded by pendMu
-	applied map[*shard.Class]map[string]bool     // class -> type URLs it was given; guarded by pendMu
+	pending map[*shard.Class]map[string]struct{} // class -> type URLs to apply
+	applied map[*shard.Class]map[string]bool     // class -> type URLs it was given
 }
 
 // typeState is the complete current state of one type URL. Immutable.

@@ -34,7 +34,17 @@ func newRegistry(t *testing.T, start func(*shard.Class) func(string)) *shard.Reg
 	if err != nil {
 		t.Fatal(err)
 	}
-	return shard.NewRegistry(classifier, start)
+	return shard.NewRegistryWith(classifier, start, shard.Lifecycle{})
+}
+
+// classOf returns node's class in registry.
+func classOf(t *testing.T, registry *shard.Registry, n *corev3.Node) *shard.Class {
+	t.Helper()
+	class, err := registry.Acquire(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return class
 }
 
 func node(cluster string) *corev3.Node { return &corev3.Node{Id: cluster + "-1", Cluster: cluster} }
@@ -48,6 +58,35 @@ func counts(c *shard.Class) map[string]int {
 		}
 	}
 	return out
+}
+
+// runSource starts a Source over dir with a class attached ("one"), and its
+// Run until the test ends (startRun).
+func runSource(t *testing.T, dir string) (*Source, *shard.Class) {
+	t.Helper()
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := classOf(t, newRegistry(t, s.Attach), node("one"))
+	startRun(t, s)
+	return s, class
+}
+
+// expectRefused waits for a reload after before to fail with an error
+// containing wantErr, then checks that neither the class nor the status
+// moved from the last good state.
+func expectRefused(t *testing.T, s *Source, class *shard.Class, before Status, step, wantErr string, good map[string]int) {
+	t.Helper()
+	eventually(t, 5*time.Second, func() bool {
+		return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, wantErr)
+	}, "%s: LastError containing %q, have %q", step, wantErr, s.Status().LastError)
+	if got := counts(class); !maps.Equal(got, good) {
+		t.Errorf("%s: class has %v, want the last good %v", step, got, good)
+	}
+	if got := s.Status().Resources; !maps.Equal(got, good) {
+		t.Errorf("%s: Status().Resources = %v, want the last good %v", step, got, good)
+	}
 }
 
 // startRun runs s.Run until the test ends, then checks that it returned.
@@ -82,7 +121,7 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	class := newRegistry(t, nil).ClassFor(node("one"))
+	class := classOf(t, newRegistry(t, nil), node("one"))
 	s.Attach(class)
 	if got, want := counts(class), map[string]int{clusterType: 1}; !maps.Equal(got, want) {
 		t.Fatalf("after Attach: %v, want %v", got, want)
@@ -129,15 +168,7 @@ func TestWatch(t *testing.T) {
 		if step.wantErr != "" {
 			// The failed reload has happened once the error shows; the
 			// state must not have moved.
-			eventually(t, 5*time.Second, func() bool {
-				return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, step.wantErr)
-			}, "%s: LastError containing %q, have %q", step.name, step.wantErr, s.Status().LastError)
-			if got := counts(class); !maps.Equal(got, step.want) {
-				t.Errorf("%s: class has %v, want the last good %v", step.name, got, step.want)
-			}
-			if got := s.Status().Resources; !maps.Equal(got, step.want) {
-				t.Errorf("%s: Status().Resources = %v, want the last good %v", step.name, got, step.want)
-			}
+			expectRefused(t, s, class, before, step.name, step.wantErr, step.want)
 		} else {
 			eventually(t, 5*time.Second, func() bool {
 				st := s.Status()
@@ -156,7 +187,7 @@ func TestWatch(t *testing.T) {
 	// A class attached now gets every type that has resources; the emptied
 	// one is applied (empty) once a client subscribes to it, like a type no
 	// file has (TestInterestReapply): a class holds no table for nothing.
-	late := newRegistry(t, nil).ClassFor(node("late"))
+	late := classOf(t, newRegistry(t, nil), node("late"))
 	s.Attach(late)
 	if got, want := counts(late), map[string]int{clusterType: 2}; !maps.Equal(got, want) {
 		t.Errorf("late class: %v, want %v", got, want)
@@ -175,13 +206,7 @@ func (*nopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 // no file has is served as empty.
 func TestInterestReapply(t *testing.T) {
 	dir := writeFiles(t, t.TempDir(), map[string]string{"clusters.yaml": clusterYAML("a", "b")})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registry := newRegistry(t, s.Attach)
-	class := registry.ClassFor(node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 
 	shardNames := func(sh *shard.Shard) []string {
 		if r := sh.Current(); r != nil {
@@ -204,7 +229,10 @@ func TestInterestReapply(t *testing.T) {
 	}
 	for _, tc := range tests {
 		w := &nopWatcher{}
-		sh := class.Subscribe(tc.typeURL, tc.sub, w)
+		sh, err := class.TrySubscribe(tc.typeURL, tc.sub, w)
+		if err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, 5*time.Second, func() bool {
 			return sh.Current() != nil && slices.Equal(shardNames(sh), tc.want)
 		}, "%s: shard names %v, want %v", tc.name, shardNames(sh), tc.want)
@@ -231,12 +259,7 @@ func TestDirReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("a")})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	class := newRegistry(t, s.Attach).ClassFor(node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -265,12 +288,7 @@ func TestRunTwice(t *testing.T) {
 
 func TestCloseForgetsClasses(t *testing.T) {
 	dir := writeFiles(t, t.TempDir(), map[string]string{"clusters.yaml": clusterYAML("a")})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	class := newRegistry(t, s.Attach).ClassFor(node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 	for range 2 {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -293,12 +311,7 @@ func TestEmptiedDirKeepsState(t *testing.T) {
 		"clusters.yaml":  clusterYAML("a", "b"),
 		"listeners.yaml": listenerYAML("l1"),
 	})
-	s, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	class := newRegistry(t, s.Attach).ClassFor(node("one"))
-	startRun(t, s)
+	s, class := runSource(t, dir)
 	good := map[string]int{clusterType: 2, listenerType: 1}
 	if got := counts(class); !maps.Equal(got, good) {
 		t.Fatalf("after start: %v, want %v", got, good)
@@ -325,15 +338,7 @@ func TestEmptiedDirKeepsState(t *testing.T) {
 		if err := step.do(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		eventually(t, 5*time.Second, func() bool {
-			return s.Status().Failures > before.Failures && strings.Contains(s.Status().LastError, "no resources")
-		}, "%s: LastError naming no resources, have %q", step.name, s.Status().LastError)
-		if got := counts(class); !maps.Equal(got, good) {
-			t.Errorf("%s: class has %v, want the last good %v", step.name, got, good)
-		}
-		if got := s.Status().Resources; !maps.Equal(got, good) {
-			t.Errorf("%s: Status().Resources = %v, want the last good %v", step.name, got, good)
-		}
+		expectRefused(t, s, class, before, step.name, "no resources", good)
 	}
 
 	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("c")})

@@ -59,6 +59,24 @@ func churnFlags(fs *flag.FlagSet, addRemove float64) func() bench.Churn {
 
 func logf(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) }
 
+// relayBinFlag declares --relay-bin. The function it returns parses args
+// and returns that binary, or one it built, with its cleanup; or the exit
+// code, 2 for bad flags and 1 for a relay it could not build.
+func relayBinFlag(fs *flag.FlagSet) func(args []string) (bin string, cleanup func(), code int) {
+	relayBin := fs.String("relay-bin", "", "xds-relay binary (default: build ./cmd/xds-relay)")
+	return func(args []string) (string, func(), int) {
+		if err := fs.Parse(args); err != nil {
+			return "", nil, 2
+		}
+		bin, cleanup, err := relayBinary(*relayBin)
+		if err != nil {
+			logf("%v", err)
+			return "", nil, 1
+		}
+		return bin, cleanup, 0
+	}
+}
+
 func writeJSON(path string, v any) error {
 	if path == "" {
 		return nil
@@ -83,15 +101,11 @@ func soakMain(args []string) int {
 	converge := fs.Duration("converge-timeout", 60*time.Second, "bound of each wait for every client to hold the upstream's state")
 	upstreamDelta := fs.Bool("upstream-delta", false, "the relay speaks incremental (delta) ADS to the control plane")
 	config := fs.String("config", "", "relay configuration file (--config of xds-relay)")
-	relayBin := fs.String("relay-bin", "", "xds-relay binary (default: build ./cmd/xds-relay)")
+	parse := relayBinFlag(fs)
 	jsonOut := fs.String("json", "", "write the raw result as JSON to this file")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	bin, cleanup, err := relayBinary(*relayBin)
-	if err != nil {
-		logf("%v", err)
-		return 1
+	bin, cleanup, code := parse(args)
+	if code != 0 {
+		return code
 	}
 	defer cleanup()
 	res, err := bench.RunSoak(context.Background(), bench.SoakConfig{
@@ -148,15 +162,11 @@ func slowMain(args []string) int {
 	maxCollapses := fs.Int("max-collapses", 10, "the relay's limits.max_collapses (-1: never disconnect)")
 	baseline := fs.Bool("baseline", true, "first run the same without slow clients, for comparison")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound of each wait")
-	relayBin := fs.String("relay-bin", "", "xds-relay binary (default: build ./cmd/xds-relay)")
+	parse := relayBinFlag(fs)
 	jsonOut := fs.String("json", "", "write the raw results as JSON to this file")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	bin, cleanup, err := relayBinary(*relayBin)
-	if err != nil {
-		logf("%v", err)
-		return 1
+	bin, cleanup, code := parse(args)
+	if code != 0 {
+		return code
 	}
 	defer cleanup()
 	dir, err := os.MkdirTemp("", "xds-bench-slow")

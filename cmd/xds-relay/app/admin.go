@@ -47,7 +47,7 @@ func (r *Relay) adminHandler() http.Handler {
 		writeJSON(w, out)
 	})
 	mux.HandleFunc("GET /debug/shards", func(w http.ResponseWriter, _ *http.Request) {
-		out := map[string][]shard.TypeStatus{}
+		out := map[string][]shard.TableStatus{}
 		for _, c := range r.registry.Classes() {
 			out[c.Name] = c.Status()
 		}
@@ -72,6 +72,9 @@ func (r *Relay) adminHandler() http.Handler {
 		default:
 			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
 		}
+	})
+	mux.HandleFunc("GET /debug/drops", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, r.dropCounts())
 	})
 	mux.Handle("GET /metrics", r.tel.handler)
 	if r.level != nil {

@@ -28,6 +28,7 @@ func adminIndex(logLevel bool) []adminEndpoint {
 		{"/debug/shards", "GET", "per-class types and shards (JSON)"},
 		{"/debug/streams", "GET", "downstream streams, ?limit=N (JSON)"},
 		{"/debug/upstream", "GET", "upstream streams or file source state (JSON)"},
+		{"/debug/drops", "GET", "what the relay did not send, by reason (JSON)"},
 	}
 	if logLevel {
 		out = append(out, adminEndpoint{"/debug/logging", "GET, PUT", `log level: PUT {"level":"debug"} or level=debug`})

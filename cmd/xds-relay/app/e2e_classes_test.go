@@ -42,7 +42,7 @@ func TestE2EClassesShareOneUpstreamStream(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.send(resource.ClusterType, "", "", []string{}); err != nil {
+			if err := c.SendSotW(resource.ClusterType, nil); err != nil {
 				t.Errorf("%s: subscribe: %v", c.node.GetId(), err)
 			}
 		}()
@@ -102,10 +102,8 @@ func TestE2EClassesShareOneUpstreamStream(t *testing.T) {
 		if err := c.Err(); err != nil {
 			t.Errorf("%s: stream ended: %v", c.node.GetId(), err)
 		}
-		select {
-		case resp := <-c.resps:
-			t.Errorf("%s: unexpected extra response %v", c.node.GetId(), clusterNames(t, resp))
-		default:
+		if n, _ := c.Counts(resource.ClusterType); n != 1 {
+			t.Errorf("%s: %d responses, want 1: %+v", c.node.GetId(), n, c.Log())
 		}
 	}
 }

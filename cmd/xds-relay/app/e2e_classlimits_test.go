@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 	"github.com/xds-relay/xds-relay/upstream"
 )
@@ -28,13 +30,13 @@ func edsNames(prefix string, n int) []string {
 // waitRefused waits for c's stream to end and checks its status.
 func waitRefused(t *testing.T, c *adsClient, code codes.Code, substr string) {
 	t.Helper()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	if !c.WaitFor(ctx, func(c *xdstest.Client) bool { return c.Err() != nil }) {
 		t.Fatalf("%s: stream not ended", c.node.GetId())
 	}
-	if status.Code(c.err) != code || !strings.Contains(c.err.Error(), substr) {
-		t.Fatalf("%s: stream ended with %v, want %v naming %s", c.node.GetId(), c.err, code, substr)
+	if err := c.Err(); status.Code(err) != code || !strings.Contains(err.Error(), substr) {
+		t.Fatalf("%s: stream ended with %v, want %v naming %s", c.node.GetId(), err, code, substr)
 	}
 }
 
@@ -85,7 +87,7 @@ func TestClassTypesWithinUpstreamTypeLimit(t *testing.T) {
 	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "chain", "v1", clusters("a"))
 	top := startRelay(t, m.Addr)
-	mid := startRelayCfg(t, top.Addr(), func(*app.Config) {})
+	mid := startRelay(t, top.Addr(), withConfig(func(*app.Config) {}))
 
 	bogus := func(prefix string, n int) []string {
 		out := make([]string, n)
@@ -106,7 +108,7 @@ func TestClassTypesWithinUpstreamTypeLimit(t *testing.T) {
 	eventually(t, ctx, "the first client's 40 types", func() bool { return len(class.TypeURLs()) >= 40 })
 	c2 := dialADS(t, ctx, mid.Addr(), "n2", "chain")
 	for _, typeURL := range bogus("B", 40) {
-		if err := c2.send(typeURL, "", "", []string{"x"}); err != nil {
+		if err := c2.SendSotW(typeURL, []string{"x"}); err != nil {
 			break // refused: the stream is ending
 		}
 	}
@@ -134,7 +136,7 @@ func TestClassRetainsNothingAfterDeltaClientsLeave(t *testing.T) {
 	}
 	start := map[string]func(addr string) (controlPlane, string){
 		"sotw":  func(addr string) (controlPlane, string) { m := startMgmt(t, addr); return m, m.Addr },
-		"delta": func(addr string) (controlPlane, string) { m := startDeltaMgmt(t, addr); return m, m.Addr },
+		"delta": func(addr string) (controlPlane, string) { m := startMgmt(t, addr); return m, m.Addr },
 	}
 	for _, protocol := range []string{"sotw", "delta"} {
 		for _, restart := range []bool{false, true} {
@@ -142,7 +144,7 @@ func TestClassRetainsNothingAfterDeltaClientsLeave(t *testing.T) {
 				ctx := testContext(t)
 				m, addr := start[protocol]("127.0.0.1:0")
 				m.Set(t, "gone", "v1", map[resource.Type][]types.Resource{resource.EndpointType: loadAssignments("real")})
-				r := startRelayProto(t, addr, relayID, protocol)
+				r := startRelay(t, addr, relayAs(relayID), upstreamProtocol(protocol))
 				// A client of another type keeps the class in use: a class
 				// all of whose clients left would linger with their shards.
 				keeper := dialDelta(t, ctx, r.Addr(), "keeper", "gone")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +22,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // backend is a real gRPC server (the standard health service) counting the
@@ -34,26 +35,13 @@ type backend struct {
 
 func startBackend(t *testing.T) *backend {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &backend{addr: lis.Addr().String()}
+	b := &backend{}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		b.calls.Add(1)
 		return h(ctx, req)
 	}))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		wg.Wait()
-	})
+	b.addr = xdstest.ServeGRPC(t, srv)
 	return b
 }
 

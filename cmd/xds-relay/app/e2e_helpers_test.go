@@ -4,230 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"maps"
-	"net"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 )
-
-// relayID is the node id the relay under test presents upstream.
-const relayID = "xds-relay-e2e"
-
-// testTimeout bounds every test.
-const testTimeout = 30 * time.Second
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// startRelay starts the relay in front of upstreamAddr, with a fast backoff.
-// It is closed when the test ends.
-func startRelay(t *testing.T, upstreamAddr string) *app.Relay {
-	t.Helper()
-	return startRelayAt(t, "127.0.0.1:0", upstreamAddr, relayID)
-}
-
-// startRelayAt starts a relay with id listening on listen (a previous
-// relay's address may still be in the middle of being released).
-func startRelayAt(t *testing.T, listen, upstreamAddr, id string) *app.Relay {
-	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.Listen = listen
-	cfg.Admin = "127.0.0.1:0"
-	cfg.Upstream.Address = upstreamAddr
-	cfg.Upstream.RelayID = id
-	cfg.Upstream.Backoff.Initial = 50 * time.Millisecond
-	cfg.Upstream.Backoff.Max = 500 * time.Millisecond
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).With(zap.String("relay", id))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r, err := app.Start(cfg, log)
-		if err == nil {
-			t.Cleanup(r.Close)
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("app.Start: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond) // retry pace while the port is released
-	}
-}
-
-// clusterHash keys go-control-plane snapshots by node.cluster: the relay
-// copies the class's cluster into the node it synthesizes.
-type clusterHash struct{}
-
-func (clusterHash) ID(n *corev3.Node) string { return n.GetCluster() }
-
-// mgmtServer is a go-control-plane v0.14 ADS management server on loopback,
-// recording the ADS streams it served.
-type mgmtServer struct {
-	Addr  string
-	Cache cachev3.SnapshotCache
-
-	srv      *grpc.Server
-	cancel   context.CancelFunc
-	served   chan struct{}
-	stopOnce sync.Once
-
-	mu     sync.Mutex
-	opened int                    // ADS streams opened
-	open   int                    // streams open now, SotW and delta
-	nodes  map[int64]*corev3.Node // node of each stream's first request
-	nacks  int                    // requests with error_detail
-}
-
-// startMgmt starts a management server listening on addr ("127.0.0.1:0" for
-// any port, or a previous server's address to take its place). It is stopped
-// when the test ends.
-func startMgmt(t *testing.T, addr string) *mgmtServer {
-	t.Helper()
-	var lis net.Listener
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var err error
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("listen %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // port still held by the previous server
-	}
-	m := &mgmtServer{
-		Addr:   lis.Addr().String(),
-		Cache:  cachev3.NewSnapshotCache(false, clusterHash{}, nil),
-		srv:    grpc.NewServer(),
-		served: make(chan struct{}),
-		nodes:  map[int64]*corev3.Node{},
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	count := func(d int) {
-		m.mu.Lock()
-		m.open += d
-		m.mu.Unlock()
-	}
-	cb := serverv3.CallbackFuncs{
-		StreamOpenFunc: func(_ context.Context, _ int64, typeURL string) error {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			m.open++
-			if typeURL == resource.AnyType {
-				m.opened++
-			}
-			return nil
-		},
-		StreamClosedFunc:      func(int64, *corev3.Node) { count(-1) },
-		DeltaStreamOpenFunc:   func(context.Context, int64, string) error { count(1); return nil },
-		DeltaStreamClosedFunc: func(int64, *corev3.Node) { count(-1) },
-		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			if _, ok := m.nodes[id]; !ok {
-				m.nodes[id] = proto.Clone(req.GetNode()).(*corev3.Node)
-			}
-			if req.GetErrorDetail() != nil {
-				m.nacks++
-			}
-			return nil
-		},
-	}
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.srv, serverv3.NewServer(ctx, m.Cache, cb))
-	go func() {
-		defer close(m.served)
-		_ = m.srv.Serve(lis)
-	}()
-	t.Cleanup(m.Stop)
-	return m
-}
-
-// Stop stops the server (every stream ends) and waits for Serve to return.
-func (m *mgmtServer) Stop() {
-	m.stopOnce.Do(func() {
-		m.srv.Stop()
-		m.cancel()
-		<-m.served
-	})
-}
-
-// Open returns how many streams (SotW and delta) are open now.
-func (m *mgmtServer) Open() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.open
-}
-
-// Streams returns how many ADS streams were opened and the node of each
-// stream's first request.
-func (m *mgmtServer) Streams() (int, []*corev3.Node) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	nodes := make([]*corev3.Node, 0, len(m.nodes))
-	for _, id := range slices.Sorted(maps.Keys(m.nodes)) {
-		nodes = append(nodes, m.nodes[id])
-	}
-	return m.opened, nodes
-}
-
-// NACKs returns how many requests carried error_detail.
-func (m *mgmtServer) NACKs() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.nacks
-}
-
-// Set installs a snapshot for a node class.
-func (m *mgmtServer) Set(t *testing.T, class, version string, res map[resource.Type][]types.Resource) {
-	t.Helper()
-	snap, err := cachev3.NewSnapshot(version, res)
-	if err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	if err := m.Cache.SetSnapshot(context.Background(), class, snap); err != nil {
-		t.Fatalf("set snapshot: %v", err)
-	}
-}
-
-// clusters returns a CDS snapshot of plain EDS clusters with these names.
-func clusters(names ...string) map[resource.Type][]types.Resource {
-	out := make([]types.Resource, 0, len(names))
-	for _, n := range names {
-		out = append(out, edsCluster(n))
-	}
-	return map[resource.Type][]types.Resource{resource.ClusterType: out}
-}
-
-func edsCluster(name string) *clusterv3.Cluster {
-	return &clusterv3.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{
-			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-			ResourceApiVersion:    corev3.ApiVersion_V3,
-		}},
-		LbPolicy: clusterv3.Cluster_ROUND_ROBIN,
-	}
-}
 
 // eventually polls cond until it holds, failing the test if ctx ends first.
 func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
@@ -312,4 +101,76 @@ func upstreamStatus(t *testing.T, ctx context.Context, r *app.Relay, class strin
 		}
 	}
 	return upstreamState{}
+}
+
+// clusterNames decodes a CDS response: the sorted cluster names. Every
+// resource must be an Any of the response's type.
+func clusterNames(t *testing.T, resp *discoveryv3.DiscoveryResponse) []string {
+	t.Helper()
+	if resp.GetTypeUrl() != resource.ClusterType {
+		t.Fatalf("response type %q, want %q", resp.GetTypeUrl(), resource.ClusterType)
+	}
+	var names []string
+	for i, a := range resp.GetResources() {
+		if a.GetTypeUrl() != resp.GetTypeUrl() {
+			t.Fatalf("resources[%d]: type %q in a %q response", i, a.GetTypeUrl(), resp.GetTypeUrl())
+		}
+		var c clusterv3.Cluster
+		if err := anypb.UnmarshalTo(a, &c, proto.UnmarshalOptions{}); err != nil {
+			t.Fatalf("resources[%d]: %v", i, err)
+		}
+		names = append(names, c.GetName())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// deltaResNames returns the sorted names of a delta response's resources.
+func deltaResNames(resp *discoveryv3.DeltaDiscoveryResponse) []string {
+	out := make([]string, 0, len(resp.GetResources()))
+	for _, r := range resp.GetResources() {
+		out = append(out, r.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wantDeltaResp checks a delta response of typeURL carries exactly names
+// and removes exactly removed.
+func wantDeltaResp(t *testing.T, resp *discoveryv3.DeltaDiscoveryResponse, typeURL string, names, removed []string) {
+	t.Helper()
+	gotRemoved := slices.Sorted(slices.Values(resp.GetRemovedResources()))
+	if resp.GetTypeUrl() != typeURL || !slices.Equal(deltaResNames(resp), names) || !slices.Equal(gotRemoved, removed) {
+		t.Fatalf("delta %s response has %v removed %v, want %s %v removed %v",
+			resp.GetTypeUrl(), deltaResNames(resp), gotRemoved, typeURL, names, removed)
+	}
+}
+
+// connectTimeouts decodes a SotW CDS response: name -> connect timeout (s).
+func connectTimeouts(t *testing.T, resp *discoveryv3.DiscoveryResponse) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, a := range resp.GetResources() {
+		var c clusterv3.Cluster
+		if err := a.UnmarshalTo(&c); err != nil {
+			t.Fatal(err)
+		}
+		out[c.GetName()] = c.GetConnectTimeout().GetSeconds()
+	}
+	return out
+}
+
+// oneUpstreamStream checks the relay's /debug/upstream lists exactly one
+// stream, for class, connected, never restarted.
+func oneUpstreamStream(t *testing.T, ctx context.Context, r *app.Relay, class string) {
+	t.Helper()
+	var out struct {
+		Protocol string          `json:"protocol"`
+		Streams  []upstreamState `json:"streams"`
+	}
+	getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/upstream", &out)
+	if len(out.Streams) != 1 || out.Streams[0].Class != class || out.Streams[0].State != "connected" || out.Streams[0].Reconnects != 0 {
+		t.Fatalf("relay %s (%s upstream): /debug/upstream streams %+v, want one connected stream of %s without reconnects",
+			r.Addr(), out.Protocol, out.Streams, class)
+	}
 }

@@ -24,7 +24,7 @@ import (
 func startFileRelay(t *testing.T, cfg app.Config) (*app.Relay, *observer.ObservedLogs) {
 	t.Helper()
 	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Source.Dir = "../../../deploy/sample-config"
+	cfg.Source.Dir = sampleDir
 	core, logs := observer.New(zap.InfoLevel)
 	r, err := app.Start(cfg, zap.New(core))
 	if err != nil {
@@ -131,6 +131,9 @@ func TestE2ETransportLimitsFromConfig(t *testing.T) {
 	}
 
 	idle := dialADS(t, ctx, r.Addr(), "idle", "class-idle")
+	if err := idle.Open(cdsType); err != nil {
+		t.Fatal(err)
+	}
 	_, err = idle.next(10 * time.Second)
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "limits.first_request_timeout") {
 		t.Fatalf("idle stream ended with %v, want DEADLINE_EXCEEDED naming limits.first_request_timeout", err)

@@ -15,24 +15,12 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 	"github.com/xds-relay/xds-relay/shard"
 )
-
-// startTunedRelay starts a relay with its own upstream node id, as
-// startRelayCfg does.
-func startTunedRelay(t *testing.T, upstreamAddr, id string, tune func(*app.Config)) *app.Relay {
-	t.Helper()
-	return startRelayCfg(t, upstreamAddr, func(c *app.Config) {
-		c.Upstream.RelayID = id
-		tune(c)
-	})
-}
 
 // classNames returns the names of the relay's classes.
 func classNames(r *app.Relay) []string {
@@ -51,26 +39,20 @@ func deltaState(t *testing.T, dc *deltaADS, held map[string]int64, want map[stri
 	deadline := time.Now().Add(timeout)
 	var seen []*discoveryv3.DeltaDiscoveryResponse
 	for !mapsEqual(held, want) {
-		left := time.Until(deadline)
-		if left <= 0 {
+		resp, ok := dc.within(time.Until(deadline))
+		if !ok {
 			t.Fatalf("delta client holds %v, want %v (responses: %s)", held, want, describeDelta(seen))
 		}
-		select {
-		case resp := <-dc.resps:
-			seen = append(seen, resp)
-			for _, r := range resp.GetResources() {
-				var c clusterv3.Cluster
-				if err := r.GetResource().UnmarshalTo(&c); err != nil {
-					t.Fatal(err)
-				}
-				held[r.GetName()] = c.GetConnectTimeout().GetSeconds()
+		seen = append(seen, resp)
+		for _, r := range resp.GetResources() {
+			var c clusterv3.Cluster
+			if err := r.GetResource().UnmarshalTo(&c); err != nil {
+				t.Fatal(err)
 			}
-			for _, n := range resp.GetRemovedResources() {
-				delete(held, n)
-			}
-		case <-dc.done:
-			t.Fatalf("delta stream ended: %v", dc.err)
-		case <-time.After(left):
+			held[r.GetName()] = c.GetConnectTimeout().GetSeconds()
+		}
+		for _, n := range resp.GetRemovedResources() {
+			delete(held, n)
 		}
 	}
 	return seen
@@ -114,10 +96,10 @@ func TestE2EClassRejoinDeltaUpstream(t *testing.T) {
 			const class = "class-rejoin"
 			m := startMgmt(t, "127.0.0.1:0")
 			m.Set(t, class, "v1", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1))})
-			r := startTunedRelay(t, m.Addr, "relay-rejoin", func(c *app.Config) {
+			r := startRelay(t, m.Addr, relayAs("relay-rejoin"), withConfig(func(c *app.Config) {
 				c.Upstream.Protocol = "delta"
 				c.NodeClasses.Linger = tc.linger
-			})
+			}))
 
 			first := dialDelta(t, ctx, r.Addr(), "first", class)
 			first.Subscribe(resource.ClusterType, "*")
@@ -131,7 +113,7 @@ func TestE2EClassRejoinDeltaUpstream(t *testing.T) {
 			eventually(t, ctx, "the relay to end the first stream", func() bool { return r.Server().StreamCount() == 0 })
 			if tc.expired {
 				eventually(t, ctx, "the class to be dropped", func() bool { return !slices.Contains(classNames(r), class) })
-				eventually(t, ctx, "its upstream stream to close", func() bool { return m.Open() == 0 })
+				eventually(t, ctx, "its upstream stream to close", func() bool { return m.Stats().Open == 0 })
 			}
 
 			m.Set(t, class, "v2", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 2))})
@@ -142,8 +124,7 @@ func TestE2EClassRejoinDeltaUpstream(t *testing.T) {
 			deltaState(t, late, map[string]int64{}, want, 10*time.Second)
 
 			back := dialDelta(t, ctx, r.Addr(), "back", class)
-			if err := back.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType,
-				ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: versions}); err != nil {
+			if err := back.SendDeltaResume(resource.ClusterType, []string{"*"}, versions); err != nil {
 				t.Fatal(err)
 			}
 			seen := deltaState(t, back, map[string]int64{"a": 1, "b": 1, "c": 1}, want, 10*time.Second)
@@ -152,7 +133,7 @@ func TestE2EClassRejoinDeltaUpstream(t *testing.T) {
 					t.Errorf("reconnecting client was re-sent the unchanged cluster a: %s", describeDelta(seen))
 				}
 			}
-			if got := m.Open(); got != 1 {
+			if got := m.Stats().Open; got != 1 {
 				t.Errorf("control plane has %d streams open, want the class's one", got)
 			}
 		})
@@ -184,7 +165,7 @@ func TestE2EThrowawayClassesFreed(t *testing.T) {
 	ctx := testContext(t)
 	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "real", "v1", clusters("r1"))
-	r := startTunedRelay(t, m.Addr, "relay-throwaway", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
+	r := startRelay(t, m.Addr, relayAs("relay-throwaway"), withConfig(func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond }))
 	real := dialADS(t, ctx, r.Addr(), "real-node", "real")
 	real.Subscribe(resource.ClusterType)
 	if got := clusterNames(t, real.Next(10*time.Second)); !slices.Equal(got, []string{"r1"}) {
@@ -206,7 +187,7 @@ func TestE2EThrowawayClassesFreed(t *testing.T) {
 	if got := classNames(r); !slices.Equal(got, []string{"real"}) {
 		t.Fatalf("classes %v, want [real]", got)
 	}
-	eventually(t, ctx, "the control plane to see only the real class's stream", func() bool { return m.Open() == 1 })
+	eventually(t, ctx, "the control plane to see only the real class's stream", func() bool { return m.Stats().Open == 1 })
 	var up struct {
 		Streams []upstreamState `json:"streams"`
 	}
@@ -235,10 +216,10 @@ func TestE2EMaxClasses(t *testing.T) {
 	for _, c := range []string{"one", "two", "three"} {
 		m.Set(t, c, "v1", clusters(c))
 	}
-	r := startTunedRelay(t, m.Addr, "relay-max", func(c *app.Config) {
+	r := startRelay(t, m.Addr, relayAs("relay-max"), withConfig(func(c *app.Config) {
 		c.Limits.MaxClasses = 2
 		c.NodeClasses.Linger = time.Hour
-	})
+	}))
 	one := dialADS(t, ctx, r.Addr(), "n1", "one")
 	one.Subscribe(resource.ClusterType)
 	two := dialADS(t, ctx, r.Addr(), "n2", "two")
@@ -271,7 +252,7 @@ func TestE2EMaxClasses(t *testing.T) {
 	if got := classNames(r); !slices.Equal(got, []string{"one", "three"}) {
 		t.Fatalf("classes %v, want [one three] (two evicted)", got)
 	}
-	eventually(t, ctx, "the evicted class's upstream stream to close", func() bool { return m.Open() == 2 })
+	eventually(t, ctx, "the evicted class's upstream stream to close", func() bool { return m.Stats().Open == 2 })
 }
 
 // TestE2EChainedThrowawayClasses sends throwaway classes through a relay
@@ -282,11 +263,11 @@ func TestE2EChainedThrowawayClasses(t *testing.T) {
 	ctx := testContext(t)
 	m := startMgmt(t, "127.0.0.1:0")
 	const perConn = 8
-	tier := startTunedRelay(t, m.Addr, "relay-tier", func(c *app.Config) {
+	tier := startRelay(t, m.Addr, relayAs("relay-tier"), withConfig(func(c *app.Config) {
 		c.NodeClasses.Linger = 50 * time.Millisecond
 		c.Limits.MaxStreamsPerConnection = perConn
-	})
-	edge := startTunedRelay(t, tier.Addr(), "relay-edge", func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond })
+	}))
+	edge := startRelay(t, tier.Addr(), relayAs("relay-edge"), withConfig(func(c *app.Config) { c.NodeClasses.Linger = 50 * time.Millisecond }))
 	for batch := range 3 {
 		var tmp []string
 		for i := range perConn - 2 {
@@ -298,7 +279,7 @@ func TestE2EChainedThrowawayClasses(t *testing.T) {
 		eventually(t, ctx, fmt.Sprintf("batch %d's classes to be dropped on both relays", batch), func() bool {
 			a, _ := edge.Registry().Counts()
 			b, _ := tier.Registry().Counts()
-			return a == 0 && b == 0 && m.Open() == 0
+			return a == 0 && b == 0 && m.Stats().Open == 0
 		})
 	}
 	m.Set(t, "real", "v1", clusters("r1"))
@@ -333,7 +314,7 @@ func TestE2EDeltaUpstreamResubscribeExact(t *testing.T) {
 				resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
 				resource.EndpointType: loadAssignments("k"),
 			})
-			r := startTunedRelay(t, m.Addr, "relay-resub", func(c *app.Config) { c.Upstream.Protocol = "delta" })
+			r := startRelay(t, m.Addr, relayAs("relay-resub"), withConfig(func(c *app.Config) { c.Upstream.Protocol = "delta" }))
 			keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
 			keeper.Subscribe(resource.EndpointType, "k")
 			wantDeltaResp(t, keeper.Next(10*time.Second), resource.EndpointType, []string{"k"}, nil)
@@ -376,7 +357,7 @@ func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 		resource.EndpointType: loadAssignments("k"),
 	}
 	m1.Set(t, class, "v1", v1)
-	r := startTunedRelay(t, m1.Addr, "relay-forget", func(c *app.Config) { c.Upstream.Protocol = "delta" })
+	r := startRelay(t, m1.Addr, relayAs("relay-forget"), withConfig(func(c *app.Config) { c.Upstream.Protocol = "delta" }))
 	keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
 	keeper.Subscribe(resource.EndpointType, "k")
 	wantDeltaResp(t, keeper.Next(10*time.Second), resource.EndpointType, []string{"k"}, nil)
@@ -393,7 +374,7 @@ func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 		resource.EndpointType: loadAssignments("k"),
 	})
 	eventually(t, ctx, "the relay to reconnect", func() bool {
-		return m2.Open() == 1 && upstreamStatus(t, ctx, r, class).State == "connected"
+		return m2.Stats().Open == 1 && upstreamStatus(t, ctx, r, class).State == "connected"
 	})
 	late := dialDelta(t, ctx, r.Addr(), "late", class)
 	late.Subscribe(resource.ClusterType, "*")
@@ -416,15 +397,7 @@ func TestE2EDeltaUpstreamReconnectForgetsUnsubscribedTypes(t *testing.T) {
 // back gets a new class with the files' state.
 func TestE2EFileSourceClassLifecycle(t *testing.T) {
 	ctx := testContext(t)
-	cfg := app.DefaultConfig()
-	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Source.Dir = "../../../deploy/sample-config"
-	cfg.NodeClasses.Linger = 20 * time.Millisecond
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
+	r := startRelay(t, "", sampleSource(), withConfig(func(cfg *app.Config) { cfg.NodeClasses.Linger = 20 * time.Millisecond }))
 	for round := range 2 {
 		c := dialADS(t, ctx, r.Addr(), "n", "class-files")
 		c.Subscribe(resource.ClusterType)
@@ -443,11 +416,11 @@ func TestE2ERESTClassLifecycle(t *testing.T) {
 	ctx := testContext(t)
 	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "polled", "v1", clusters("p"))
-	r := startTunedRelay(t, m.Addr, "relay-rest", func(c *app.Config) {
+	r := startRelay(t, m.Addr, relayAs("relay-rest"), withConfig(func(c *app.Config) {
 		c.REST.Listen = "127.0.0.1:0"
 		c.Limits.MaxClasses = 1
 		c.NodeClasses.Linger = time.Hour
-	})
+	}))
 	poll := func(cluster string) (int, string) {
 		body := `{"node": {"id": "rest-1", "cluster": "` + cluster + `"}}`
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.RESTAddr()+"/v3/discovery:clusters", bytes.NewBufferString(body))

@@ -2,9 +2,7 @@ package app_test
 
 import (
 	"context"
-	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // handADS is a hand-made ADS management server: the test reads the relay's
@@ -46,27 +46,25 @@ func (h *handADS) StreamAggregatedResources(st grpc.BidiStreamingServer[discover
 
 func startHandADS(t *testing.T) (*handADS, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &handADS{
 		reqs:    make(chan *discoveryv3.DiscoveryRequest, 16),
 		streams: make(chan grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], 1),
 	}
 	srv := grpc.NewServer()
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, h)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		wg.Wait()
-	})
-	return h, lis.Addr().String()
+	return h, xdstest.ServeGRPC(t, srv)
+}
+
+// stream returns the next upstream stream the relay opens.
+func (h *handADS) stream(t *testing.T, ctx context.Context) grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse] {
+	t.Helper()
+	select {
+	case st := <-h.streams:
+		return st
+	case <-ctx.Done():
+		t.Fatal("the relay never opened an upstream stream")
+		return nil
+	}
 }
 
 func (h *handADS) request(t *testing.T, ctx context.Context) *discoveryv3.DiscoveryRequest {
@@ -104,12 +102,7 @@ func TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients(t *testing.T) {
 	c1.Subscribe(resource.ClusterType)
 	c2.Subscribe(resource.ClusterType)
 
-	var up grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
-	select {
-	case up = <-h.streams:
-	case <-ctx.Done():
-		t.Fatal("the relay never opened an upstream stream")
-	}
+	up := h.stream(t, ctx)
 	req := h.request(t, ctx)
 	if req.GetNode().GetId() != relayID || req.GetNode().GetCluster() != class {
 		t.Fatalf("first upstream request node = %v, want id %q cluster %q", req.GetNode(), relayID, class)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -14,16 +13,14 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 )
 
@@ -69,7 +66,7 @@ func restPost(ctx context.Context, client *http.Client, url string, node *corev3
 // HTTP/2 (else HTTP/1.1 only).
 func httpsClient(ca *e2eCA, h2 bool, certs ...tls.Certificate) *http.Client {
 	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: ca.pool(), ServerName: "relay.test", Certificates: certs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:   ca.ClientTLS("relay.test", certs...),
 		DisableKeepAlives: true,
 		ForceAttemptHTTP2: h2,
 	}
@@ -92,18 +89,11 @@ func TestE2ERESTFollowsTLS(t *testing.T) {
 	m.Set(t, "team-b", "v1", withSecret(clusters("b-backend")))
 
 	ca := newE2ECA(t)
-	relayCert, relayKey, _ := ca.issue(t, "relay", "relay.test", "127.0.0.1")
-	_, _, teamA := ca.issue(t, "team-a", "spiffe://test/ns/team-a/sa/x")
-	r := startRelayCfg(t, m.Addr, func(cfg *app.Config) {
-		cfg.TLS = app.TLSConfig{CertFile: relayCert, KeyFile: relayKey, ClientCAFile: ca.file}
-		cfg.Identity.Rules = []app.IdentityRule{{
-			SAN:    `spiffe://test/ns/(?P<ns>[a-z-]+)/sa/.+`,
-			NodeID: `sidecar~${ns}~.*`,
-			Class:  `${ns}`,
-		}}
+	teamA := ca.teamA(t)
+	r := startRelay(t, m.Addr, ca.mutualTLS(t), withConfig(func(cfg *app.Config) {
 		cfg.REST.Listen = "127.0.0.1:0"
 		cfg.REST.MaxHold = 10 * time.Second // the first poll waits for the upstream's answer
-	})
+	}))
 	https := "https://" + r.RESTAddr()
 	own := &corev3.Node{Id: "sidecar~team-a~1", Cluster: "team-a"}
 
@@ -169,8 +159,7 @@ func TestE2ERESTFollowsTLS(t *testing.T) {
 // listener presents.
 func restServerSerial(t *testing.T, addr string, ca *e2eCA, cert tls.Certificate) string {
 	t.Helper()
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
-		&tls.Config{RootCAs: ca.pool(), ServerName: "relay.test", Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, ca.ClientTLS("relay.test", cert))
 	if err != nil {
 		t.Fatalf("TLS to the REST listener: %v", err)
 	}
@@ -183,52 +172,19 @@ func restServerSerial(t *testing.T, addr string, ca *e2eCA, cert tls.Certificate
 // status that ended the stream.
 func firstSecret(t *testing.T, ctx context.Context, addr string, creds credentials.TransportCredentials, variant string, node *corev3.Node) (any, error) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	switch variant {
-	case "ads":
-		st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(sctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resource.SecretType, ResourceNames: []string{"server-cert"}}); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		return nilIfErr(st.Recv())
-	case "sds":
-		st, err := secretv3.NewSecretDiscoveryServiceClient(conn).StreamSecrets(sctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, ResourceNames: []string{"server-cert"}}); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		return nilIfErr(st.Recv())
-	case "delta-ads":
-		st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(sctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.SecretType, ResourceNamesSubscribe: []string{"server-cert"}}); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		return nilIfErr(st.Recv())
-	}
-	t.Fatalf("unknown variant %s", variant)
-	return nil, nil
-}
-
-// nilIfErr drops a failed Recv's (typed nil) message.
-func nilIfErr[M any](m *M, err error) (any, error) {
+	opts := map[string]xdstest.Options{
+		"ads":       {ADS: true},
+		"sds":       {},
+		"delta-ads": {ADS: true, Delta: true},
+	}[variant]
+	opts.Node, opts.Creds = node, creds
+	c := dialClient(t, ctx, addr, opts)
+	defer c.Close()
+	resp, err := c.first(resource.SecretType, []string{"server-cert"}, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	return m, nil
+	return resp, nil
 }
 
 // TestE2ESecretsNeedVerifiedClientCert (issue 12, B5): Secrets are refused,
@@ -254,17 +210,17 @@ func TestE2ESecretsNeedVerifiedClientCert(t *testing.T) {
 		{"plaintext, allowed by tls.allow_secrets_without_client_cert", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startRelayCfg(t, m.Addr, func(cfg *app.Config) {
+			r := startRelay(t, m.Addr, withConfig(func(cfg *app.Config) {
 				if tc.tls {
 					cfg.TLS = app.TLSConfig{CertFile: relayCert, KeyFile: relayKey}
 				}
 				cfg.TLS.AllowSecretsWithoutClientCert = tc.allow
 				cfg.REST.Listen = "127.0.0.1:0"
 				cfg.REST.MaxHold = 10 * time.Second
-			})
+			}))
 			creds, client, scheme := insecure.NewCredentials(), httpClient, "http://"
 			if tc.tls {
-				creds = credentials.NewTLS(&tls.Config{RootCAs: ca.pool(), ServerName: "relay.test", MinVersion: tls.VersionTLS12})
+				creds = credentials.NewTLS(ca.ClientTLS("relay.test"))
 				client, scheme = httpsClient(ca, true), "https://"
 			}
 			for _, variant := range []string{"ads", "sds", "delta-ads"} {

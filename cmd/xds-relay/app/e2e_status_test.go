@@ -17,8 +17,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,7 +31,7 @@ const statusNACK = `cluster "a-frontend": <lb_policy> MAGLEV & ring_hash unsuppo
 // statusFixture is a relay in front of go-control-plane with two node
 // classes, a few clients, and one client that NACKed its CDS response.
 type statusFixture struct {
-	mgmt     *mgmtServer
+	mgmt     *controlPlane
 	relay    *app.Relay
 	url      string            // the status page
 	versions map[string]string // CDS version served, by class
@@ -218,14 +216,7 @@ func screenshotIfChromium(t *testing.T, url, name string) {
 // and the source's state instead of upstream streams.
 func TestStatusPageFileSource(t *testing.T) {
 	ctx := testContext(t)
-	cfg := app.DefaultConfig()
-	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Source.Dir = "../../../deploy/sample-config"
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
+	r := startRelay(t, "", sampleSource())
 	c := dialADS(t, ctx, r.Addr(), "file-client", "class-f")
 	c.Subscribe(resource.ClusterType)
 	c.Next(10 * time.Second)
@@ -239,8 +230,8 @@ func TestStatusPageFileSource(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(page, `<span class="badge ok">watching</span>`)
 	})
 	up := tableRows(t, page, "upstream")
-	if len(up) != 1 || up[0].text[0] != cfg.Source.Dir || up[0].text[1] != "watching" || !strings.Contains(up[0].text[6], "CDS") {
-		t.Errorf("file source row %v, want %s watching with CDS resources", texts(up), cfg.Source.Dir)
+	if len(up) != 1 || up[0].text[0] != sampleDir || up[0].text[1] != "watching" || !strings.Contains(up[0].text[6], "CDS") {
+		t.Errorf("file source row %v, want %s watching with CDS resources", texts(up), sampleDir)
 	}
 	if row := findRow(tableRows(t, page, "classes"), 0, "class-f"); row == nil || row.text[3] != "1" {
 		t.Errorf("classes table: want class-f with 1 stream: %v", texts(tableRows(t, page, "classes")))

@@ -10,19 +10,8 @@ package app_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"io"
-	"math/big"
 	"net"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -31,11 +20,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -43,130 +28,52 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 )
 
-// e2eCA is a self-signed ECDSA CA that writes the certificates it issues
-// to a test directory.
+// e2eCA is a test CA writing the certificates it issues to a test
+// directory.
 type e2eCA struct {
+	*xdstest.CA
 	dir  string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
 	file string // the CA certificate's PEM file
 }
 
 func newE2ECA(t *testing.T) *e2eCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "e2e CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &e2eCA{dir: t.TempDir(), cert: cert, key: key}
-	ca.file = ca.write(t, "ca.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return ca
+	ca, dir := xdstest.NewCA(t, "e2e CA"), t.TempDir()
+	return &e2eCA{CA: ca, dir: dir, file: ca.WriteCA(t, dir)}
 }
 
-func (ca *e2eCA) write(t *testing.T, name string, data []byte) string {
-	t.Helper()
-	path := filepath.Join(ca.dir, name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func (ca *e2eCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-// issue writes NAME.crt and NAME.key for a leaf with these SANs ("://":
-// URI, an IP: IP, else DNS) and returns the files and the key pair.
+// issue writes NAME.crt and NAME.key for a leaf with these SANs and returns
+// the files and the key pair.
 func (ca *e2eCA) issue(t *testing.T, name string, sans ...string) (certFile, keyFile string, pair tls.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	for _, s := range sans {
-		switch ip := net.ParseIP(s); {
-		case ip != nil:
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		case strings.Contains(s, "://"):
-			u, err := url.Parse(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tmpl.URIs = append(tmpl.URIs, u)
-		default:
-			tmpl.DNSNames = append(tmpl.DNSNames, s)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	pair, err = tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca.write(t, name+".crt", certPEM), ca.write(t, name+".key", keyPEM), pair
+	return ca.IssueFiles(t, ca.dir, name, sans...)
 }
 
-// startRelayCfg starts the relay with cfg over the e2e defaults (loopback
-// listeners, fast backoff); it is closed when the test ends.
-func startRelayCfg(t *testing.T, upstreamAddr string, edit func(*app.Config)) *app.Relay {
+// mutualTLS serves xDS with a certificate of the CA for relay.test,
+// requiring client certificates of the CA, with one identity rule: a
+// client of spiffe://test/ns/NS/sa/* may be node sidecar~NS~* of class NS.
+func (ca *e2eCA) mutualTLS(t *testing.T) relayOption {
 	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Admin = "127.0.0.1:0"
-	cfg.Upstream.Address = upstreamAddr
-	cfg.Upstream.RelayID = relayID
-	cfg.Upstream.Backoff.Initial = 50 * time.Millisecond
-	cfg.Upstream.Backoff.Max = 500 * time.Millisecond
-	edit(&cfg)
-	r, err := app.Start(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatalf("app.Start: %v", err)
-	}
-	t.Cleanup(r.Close)
-	return r
+	relayCert, relayKey, _ := ca.issue(t, "relay", "relay.test", "127.0.0.1")
+	return withConfig(func(cfg *app.Config) {
+		cfg.TLS = app.TLSConfig{CertFile: relayCert, KeyFile: relayKey, ClientCAFile: ca.file}
+		cfg.Identity.Rules = []app.IdentityRule{{
+			SAN:    `spiffe://test/ns/(?P<ns>[a-z-]+)/sa/.+`,
+			NodeID: `sidecar~${ns}~.*`,
+			Class:  `${ns}`,
+		}}
+	})
+}
+
+// teamA is a client certificate of namespace team-a.
+func (ca *e2eCA) teamA(t *testing.T) tls.Certificate {
+	t.Helper()
+	_, _, pair := ca.issue(t, "team-a", "spiffe://test/ns/team-a/sa/x")
+	return pair
 }
 
 // requireTLSListener fails the test early, and says why, when the relay
@@ -193,22 +100,11 @@ type tlsADSResult struct {
 // stream.
 func adsOverTLS(t *testing.T, ctx context.Context, addr string, creds credentials.TransportCredentials, node *corev3.Node) tlsADSResult {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	defer conn.Close()
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(sctx)
-	if err != nil {
-		return tlsADSResult{err: err}
-	}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}); err != nil && err != io.EOF {
-		return tlsADSResult{err: err}
-	}
-	resp, err := stream.Recv()
-	return tlsADSResult{resp: resp, err: err}
+	c := dialClient(t, ctx, addr, xdstest.Options{Node: node, ADS: true, Creds: creds})
+	defer c.Close()
+	resp, err := c.first(resource.ClusterType, nil, 10*time.Second)
+	r, _ := resp.(*discoveryv3.DiscoveryResponse)
+	return tlsADSResult{resp: r, err: err}
 }
 
 // TestE2ETLSIdentityBinding: a relay with mTLS and a SPIFFE identity rule.
@@ -226,19 +122,9 @@ func TestE2ETLSIdentityBinding(t *testing.T) {
 	m.Set(t, "team-b", "v1", clusters("b-secret"))
 
 	ca := newE2ECA(t)
-	relayCert, relayKey, _ := ca.issue(t, "relay", "relay.test", "127.0.0.1")
-	_, _, teamA := ca.issue(t, "team-a", "spiffe://test/ns/team-a/sa/x")
-	r := startRelayCfg(t, m.Addr, func(cfg *app.Config) {
-		cfg.TLS = app.TLSConfig{CertFile: relayCert, KeyFile: relayKey, ClientCAFile: ca.file}
-		cfg.Identity.Rules = []app.IdentityRule{{
-			SAN:    `spiffe://test/ns/(?P<ns>[a-z-]+)/sa/.+`,
-			NodeID: `sidecar~${ns}~.*`,
-			Class:  `${ns}`,
-		}}
-	})
-	clientTLS := func(certs ...tls.Certificate) *tls.Config {
-		return &tls.Config{RootCAs: ca.pool(), ServerName: "relay.test", Certificates: certs, MinVersion: tls.VersionTLS12}
-	}
+	teamA := ca.teamA(t)
+	r := startRelay(t, m.Addr, ca.mutualTLS(t))
+	clientTLS := func(certs ...tls.Certificate) *tls.Config { return ca.ClientTLS("relay.test", certs...) }
 	requireTLSListener(t, r.Addr(), clientTLS(teamA))
 	withCert := credentials.NewTLS(clientTLS(teamA))
 
@@ -307,63 +193,40 @@ func TestE2ETLSIdentityBinding(t *testing.T) {
 	}
 }
 
-// tlsMgmt is a go-control-plane ADS server requiring mTLS, recording the
-// URI SANs of the clients it served.
-type tlsMgmt struct {
-	addr  string
-	cache cachev3.SnapshotCache
-	mu    sync.Mutex
-	uris  []string // guarded by mu
-}
-
-func startTLSMgmt(t *testing.T, ca *e2eCA, name string) *tlsMgmt {
+// startTLSMgmt starts a control plane requiring mTLS as name, and returns
+// it and the URI SANs of the clients it served so far.
+func startTLSMgmt(t *testing.T, ca *e2eCA, name string) (*controlPlane, func() []string) {
 	t.Helper()
 	_, _, pair := ca.issue(t, "control-plane", name)
-	m := &tlsMgmt{cache: cachev3.NewSnapshotCache(false, clusterHash{}, nil)}
-	srv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(&tls.Config{
-			Certificates: []tls.Certificate{pair},
-			ClientAuth:   tls.RequireAndVerifyClientCert,
-			ClientCAs:    ca.pool(),
-			MinVersion:   tls.VersionTLS12,
-		})),
-		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if p, ok := peer.FromContext(ss.Context()); ok {
-				if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
-					m.mu.Lock()
-					for _, u := range info.State.PeerCertificates[0].URIs {
-						m.uris = append(m.uris, u.String())
+	var mu sync.Mutex
+	var uris []string // guarded by mu
+	m := startMgmt(t, "127.0.0.1:0", func(o *xdstest.CPOptions) {
+		o.ServerOptions = []grpc.ServerOption{
+			grpc.Creds(credentials.NewTLS(&tls.Config{
+				Certificates: []tls.Certificate{pair},
+				ClientAuth:   tls.RequireAndVerifyClientCert,
+				ClientCAs:    ca.Pool(),
+				MinVersion:   tls.VersionTLS12,
+			})),
+			grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				if p, ok := peer.FromContext(ss.Context()); ok {
+					if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
+						mu.Lock()
+						for _, u := range info.State.PeerCertificates[0].URIs {
+							uris = append(uris, u.String())
+						}
+						mu.Unlock()
 					}
-					m.mu.Unlock()
 				}
-			}
-			return h(srv, ss)
-		}),
-	)
-	ctx, cancel := context.WithCancel(context.Background())
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, serverv3.NewServer(ctx, m.cache, serverv3.CallbackFuncs{}))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.addr = lis.Addr().String()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		cancel()
-		<-served
+				return h(srv, ss)
+			}),
+		}
 	})
-	return m
-}
-
-func (m *tlsMgmt) clientURIs() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.uris)
+	return m, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(uris)
+	}
 }
 
 // TestE2ETLSUpstream: the relay reaches a control plane that requires mTLS,
@@ -375,20 +238,14 @@ func (m *tlsMgmt) clientURIs() []string {
 func TestE2ETLSUpstream(t *testing.T) {
 	ctx := testContext(t)
 	ca := newE2ECA(t)
-	m := startTLSMgmt(t, ca, "control-plane.test")
-	snap, err := cachev3.NewSnapshot("v1", clusters("tls-backend"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.cache.SetSnapshot(ctx, "team-a", snap); err != nil {
-		t.Fatal(err)
-	}
+	m, clientURIs := startTLSMgmt(t, ca, "control-plane.test")
+	m.Set(t, "team-a", "v1", clusters("tls-backend"))
 	relayCert, relayKey, _ := ca.issue(t, "relay-client", "spiffe://test/relay")
-	r := startRelayCfg(t, m.addr, func(cfg *app.Config) {
+	r := startRelay(t, m.Addr, withConfig(func(cfg *app.Config) {
 		cfg.Upstream.TLS = app.UpstreamTLSConfig{
 			CAFile: ca.file, CertFile: relayCert, KeyFile: relayKey, ServerName: "control-plane.test",
 		}
-	})
+	}))
 
 	c := dialADS(t, ctx, r.Addr(), "n1", "team-a")
 	c.Subscribe(resource.ClusterType)
@@ -400,7 +257,7 @@ func TestE2ETLSUpstream(t *testing.T) {
 	if names := clusterNames(t, resp); !slices.Equal(names, []string{"tls-backend"}) {
 		t.Fatalf("got clusters %v, want [tls-backend]", names)
 	}
-	if uris := m.clientURIs(); !slices.Contains(uris, "spiffe://test/relay") {
+	if uris := clientURIs(); !slices.Contains(uris, "spiffe://test/relay") {
 		t.Errorf("control plane saw client identities %v, want the relay's spiffe://test/relay", uris)
 	}
 }

@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -13,9 +12,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 	"github.com/xds-relay/xds-relay/relay"
 )
@@ -26,31 +24,17 @@ const (
 	clusterTTL          = 10 * time.Second
 )
 
-// startHeartbeatMgmt starts a go-control-plane v0.14 ADS server (SotW and
-// delta) whose snapshot cache heartbeats resources with a TTL every
-// heartbeatInterval. It returns the address and the cache.
-func startHeartbeatMgmt(t *testing.T) (string, cachev3.SnapshotCache) {
+// startHeartbeatMgmt starts a control plane whose snapshot cache
+// heartbeats resources with a TTL every heartbeatInterval. It returns the
+// address and the control plane.
+func startHeartbeatMgmt(t *testing.T) (string, *controlPlane) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cache := cachev3.NewSnapshotCacheWithHeartbeating(ctx, false, clusterHash{}, nil, heartbeatInterval)
-	g := grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, cache, serverv3.CallbackFuncs{}))
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Serve(lis) }()
-	t.Cleanup(func() {
-		g.Stop()
-		cancel() // ends the heartbeat goroutine
-		<-served
-	})
-	return lis.Addr().String(), cache
+	m := startMgmt(t, "127.0.0.1:0", func(o *xdstest.CPOptions) { o.Heartbeat = heartbeatInterval })
+	return m.Addr, m
 }
 
 // setTTLSnapshot installs clusters for class; those in ttl get that TTL.
-func setTTLSnapshot(t *testing.T, cache cachev3.SnapshotCache, class, version string, ttl map[string]time.Duration, cs ...*clusterv3.Cluster) {
+func setTTLSnapshot(t *testing.T, cache *controlPlane, class, version string, ttl map[string]time.Duration, cs ...*clusterv3.Cluster) {
 	t.Helper()
 	var rs []types.ResourceWithTTL
 	for _, c := range cs {
@@ -64,7 +48,7 @@ func setTTLSnapshot(t *testing.T, cache cachev3.SnapshotCache, class, version st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cache.SetSnapshot(context.Background(), class, snap); err != nil {
+	if err := cache.SetSnapshot(class, snap); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -262,7 +246,7 @@ func TestE2ETTLDeltaUpstream(t *testing.T) {
 	const class = "class-ttl-delta-upstream"
 	addr, cache := startHeartbeatMgmt(t)
 	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
-	r := startRelayProto(t, addr, "relay-delta-ttl", "delta")
+	r := startRelay(t, addr, relayAs("relay-delta-ttl"), upstreamProtocol("delta"))
 	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
 	dc.Subscribe(resource.ClusterType, "*")
 	first := dc.Next(10 * time.Second)
@@ -292,7 +276,7 @@ func TestE2ETTLHeartbeatKeepsAbsenceKnown(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second) // > shard.PendingGrace
 	var got []string
 	for time.Now().Before(deadline) {
-		resp, ok := nextDeltaWithin(dc, time.Until(deadline))
+		resp, ok := dc.within(time.Until(deadline))
 		if !ok {
 			break
 		}
@@ -302,18 +286,4 @@ func TestE2ETTLHeartbeatKeepsAbsenceKnown(t *testing.T) {
 		}
 	}
 	t.Fatalf("delta client subscribed to [a never] after a heartbeat got %v within 5s: never reported removed", got)
-}
-
-// nextDeltaWithin is deltaADS.Next without failing on timeout.
-func nextDeltaWithin(c *deltaADS, d time.Duration) (*discoveryv3.DeltaDiscoveryResponse, bool) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case resp := <-c.resps:
-		return resp, true
-	case <-c.done:
-		c.t.Fatalf("delta stream ended: %v", c.err)
-	case <-timer.C:
-	}
-	return nil, false
 }

@@ -1,22 +1,17 @@
 package app_test
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
 
 // Issue 11, items 1 and 2: the request forms the relay sends upstream, in
@@ -25,51 +20,26 @@ import (
 // means wildcard to it; in ADS mode it does not answer a request naming
 // anything it lacks, "*" included).
 
-// formsMgmt is a go-control-plane snapshot cache server counting the
-// requests it receives.
-type formsMgmt struct {
-	Addr  string
-	Cache cachev3.SnapshotCache
+// formsMgmt is a control plane serving class-a, asked for the request
+// forms it received.
+type formsMgmt struct{ *controlPlane }
 
-	mu   sync.Mutex
-	reqs []*discoveryv3.DiscoveryRequest // every request, in order
-}
-
-func startFormsMgmt(t *testing.T, ads bool) *formsMgmt {
+// startFormsMgmt starts a control plane over a snapshot cache, in ADS mode
+// if ads.
+func startFormsMgmt(t *testing.T, ads bool) formsMgmt {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	kind := xdstest.Snapshot
+	if ads {
+		kind = xdstest.SnapshotADS
 	}
-	m := &formsMgmt{Addr: lis.Addr().String(), Cache: cachev3.NewSnapshotCache(ads, clusterHash{}, nil)}
-	ctx, cancel := context.WithCancel(context.Background())
-	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
-		m.mu.Lock()
-		m.reqs = append(m.reqs, proto.Clone(req).(*discoveryv3.DiscoveryRequest))
-		m.mu.Unlock()
-		return nil
-	}}
-	srv := grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, serverv3.NewServer(ctx, m.Cache, cb))
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Stop(); cancel(); <-done })
-	return m
-}
-
-// Requests returns how many requests the server received.
-func (m *formsMgmt) Requests() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.reqs)
+	return formsMgmt{startMgmt(t, "127.0.0.1:0", func(o *xdstest.CPOptions) { o.Cache = kind })}
 }
 
 // Forms returns the distinct resource_names lists requested for typeURL.
-func (m *formsMgmt) Forms(typeURL string) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (m formsMgmt) Forms(typeURL string) []string {
+	reqs, _ := m.Requests()
 	var out []string
-	for _, r := range m.reqs {
+	for _, r := range reqs {
 		if r.GetTypeUrl() == typeURL {
 			f := fmt.Sprint(r.GetResourceNames())
 			if !slices.Contains(out, f) {
@@ -80,19 +50,14 @@ func (m *formsMgmt) Forms(typeURL string) []string {
 	return out
 }
 
-func (m *formsMgmt) Set(t *testing.T, version string, clusterNames, listenerNames []string) {
+// setForms installs clusters and listeners for class-a.
+func (m formsMgmt) setForms(t *testing.T, version string, clusterNames, listenerNames []string) {
 	t.Helper()
 	res := clusters(clusterNames...)
 	for _, n := range listenerNames {
 		res[resource.ListenerType] = append(res[resource.ListenerType], &listenerv3.Listener{Name: n})
 	}
-	snap, err := cachev3.NewSnapshot(version, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Cache.SetSnapshot(context.Background(), "class-a", snap); err != nil {
-		t.Fatal(err)
-	}
+	m.Set(t, "class-a", version, res)
 }
 
 // resourceNames decodes a response's resource names, sorted.
@@ -152,7 +117,7 @@ func TestE2EMixedClassWildcardKeepsAllClusters(t *testing.T) {
 		t.Run(fmt.Sprintf("wildcard first %v", wildFirst), func(t *testing.T) {
 			ctx := testContext(t)
 			m := startFormsMgmt(t, true)
-			m.Set(t, "v1", []string{"A", "B", "C"}, nil)
+			m.setForms(t, "v1", []string{"A", "B", "C"}, nil)
 			r := startRelay(t, m.Addr)
 			all := map[string][]string{cdsType: {"A", "B", "C"}}
 
@@ -173,7 +138,7 @@ func TestE2EMixedClassWildcardKeepsAllClusters(t *testing.T) {
 			}
 			awaitHolds(t, named, "the [A] client", map[string][]string{cdsType: {"A"}}, nil)
 
-			m.Set(t, "v2", []string{"A", "B", "C", "D"}, nil)
+			m.setForms(t, "v2", []string{"A", "B", "C", "D"}, nil)
 			awaitHolds(t, wild, "the wildcard client", map[string][]string{cdsType: {"A", "B", "C", "D"}}, all)
 			t.Logf("CDS request forms upstream: %v", m.Forms(cdsType))
 		})
@@ -185,13 +150,13 @@ func TestE2EMixedClassWildcardKeepsAllClusters(t *testing.T) {
 func TestE2EWildcardPlusNameClientGetsFullState(t *testing.T) {
 	ctx := testContext(t)
 	m := startFormsMgmt(t, true)
-	m.Set(t, "v1", []string{"A", "B", "C"}, nil)
+	m.setForms(t, "v1", []string{"A", "B", "C"}, nil)
 	r := startRelay(t, m.Addr)
 	c := dialADS(t, ctx, r.Addr(), "client-1", "class-a")
 	c.Subscribe(cdsType, "*", "A")
 	all := map[string][]string{cdsType: {"A", "B", "C"}}
 	awaitHolds(t, c, "the [* A] client", all, all)
-	m.Set(t, "v2", []string{"A", "B", "C", "D"}, nil)
+	m.setForms(t, "v2", []string{"A", "B", "C", "D"}, nil)
 	awaitHolds(t, c, "the [* A] client", map[string][]string{cdsType: {"A", "B", "C", "D"}}, all)
 	if forms := m.Forms(cdsType); !slices.Equal(forms, []string{"[]"}) {
 		t.Fatalf("CDS request forms upstream %v, want only the legacy wildcard []", forms)
@@ -218,7 +183,7 @@ func TestE2EWildcardAfterNamesGetsFullStateWithoutStorm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
 			m := startFormsMgmt(t, tc.ads)
-			m.Set(t, "v1", []string{"A", "B", "C"}, []string{"L1", "L2"})
+			m.setForms(t, "v1", []string{"A", "B", "C"}, []string{"L1", "L2"})
 			r := startRelay(t, m.Addr)
 
 			// In ADS mode the snapshot cache answers a request by name only
@@ -243,7 +208,7 @@ func TestE2EWildcardAfterNamesGetsFullStateWithoutStorm(t *testing.T) {
 				})
 			}
 
-			before := m.Requests()
+			before := m.Stats().Requests
 			wild := dialADS(t, ctx, r.Addr(), "envoy-1", "class-a")
 			wild.Subscribe(cdsType)
 			wild.Subscribe(resource.ListenerType)
@@ -253,12 +218,12 @@ func TestE2EWildcardAfterNamesGetsFullStateWithoutStorm(t *testing.T) {
 			// A bounded interval after the wildcard was served: a relay in
 			// a loop with the upstream sends thousands of requests in it.
 			time.Sleep(time.Second)
-			if n := m.Requests() - before; n > 20 {
+			if n := m.Stats().Requests - before; n > 20 {
 				t.Fatalf("the upstream received %d requests within a second of a wildcard client joining", n)
 			}
-			m.Set(t, "v2", []string{"A", "B", "C", "D"}, []string{"L1", "L2"})
+			m.setForms(t, "v2", []string{"A", "B", "C", "D"}, []string{"L1", "L2"})
 			awaitHolds(t, wild, "the wildcard client", map[string][]string{cdsType: {"A", "B", "C", "D"}}, full)
-			t.Logf("%d requests upstream; CDS forms %v, LDS forms %v", m.Requests(), m.Forms(cdsType), m.Forms(resource.ListenerType))
+			t.Logf("%d requests upstream; CDS forms %v, LDS forms %v", m.Stats().Requests, m.Forms(cdsType), m.Forms(resource.ListenerType))
 		})
 	}
 }

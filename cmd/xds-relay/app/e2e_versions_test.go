@@ -14,10 +14,10 @@ import (
 // upstream.versions set to versions.
 func startRelayVersions(t *testing.T, upstreamAddr, protocol, versions string) *app.Relay {
 	t.Helper()
-	return startRelayCfg(t, upstreamAddr, func(cfg *app.Config) {
+	return startRelay(t, upstreamAddr, withConfig(func(cfg *app.Config) {
 		cfg.Upstream.Protocol = protocol
 		cfg.Upstream.Versions = versions
-	})
+	}))
 }
 
 // TestE2EUpstreamVersionsSotW: with upstream.versions: upstream, a SotW
@@ -48,7 +48,7 @@ func TestE2EUpstreamVersionsSotW(t *testing.T) {
 	// A client reconnecting with the version it holds is sent the state
 	// again: an upstream version does not vouch for content across relays.
 	e := dialADS(t, ctx, passed.Addr(), "client-3", "class-a")
-	if err := e.send(resource.ClusterType, "snap-2", "", []string{}); err != nil {
+	if err := e.SendSotWResume(resource.ClusterType, nil, "snap-2"); err != nil {
 		t.Fatal(err)
 	}
 	if resp := e.Next(10 * time.Second); resp.GetVersionInfo() != "snap-2" || len(resp.GetResources()) != 1 {
@@ -61,7 +61,7 @@ func TestE2EUpstreamVersionsSotW(t *testing.T) {
 // delta client of go-control-plane itself gets.
 func TestE2EUpstreamVersionsDelta(t *testing.T) {
 	ctx := testContext(t)
-	m := startDeltaMgmt(t, "127.0.0.1:0")
+	m := startMgmt(t, "127.0.0.1:0")
 	m.Set(t, "class-a", "v1", clustersAndEndpoints([]string{"a", "b"}, []string{"a"}))
 	r := startRelayVersions(t, m.Addr, "delta", "upstream")
 

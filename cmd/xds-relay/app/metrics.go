@@ -19,6 +19,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -59,6 +60,7 @@ var (
 type gauges struct {
 	classesAndShards func() (classes, shards int)
 	upstreamUp       func() map[string]bool // class -> connected (nil in file mode)
+	drops            func() []drop.Count    // drops by reason (nil: none counted)
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -147,6 +149,17 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 			return nil
 		}))
 	keep(e)
+	_, e = m.Int64ObservableCounter("xds_relay_drops", metric.WithDescription("What the relay decided not to send or answer at once, by reason (see docs/operations.md)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			if g.drops == nil {
+				return nil
+			}
+			for _, c := range g.drops() {
+				o.Observe(int64(c.N), t.opt("reason", c.Reason.String()).obs...)
+			}
+			return nil
+		}))
+	keep(e)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -158,6 +171,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 type labels struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
+	obs []metric.ObserveOption
 }
 
 // opt returns the options of a label tuple (at most three pairs), built
@@ -177,7 +191,7 @@ func (t *telemetry) opt(kv ...string) *labels {
 		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
 	}
 	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	l = &labels{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+	l = &labels{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}, obs: []metric.ObserveOption{o}}
 	t.attrsMu.Lock()
 	t.attrs[key] = l
 	t.attrsMu.Unlock()

@@ -15,6 +15,7 @@ import (
 
 	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
 	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
@@ -57,6 +58,7 @@ type Relay struct {
 	level    *zap.AtomicLevel   // nil: the log level is not adjustable at run time
 	adminTok *adminToken        // nil: the admin endpoints are open (admin_token_file unset)
 	tel      *telemetry         // metrics, served on /metrics
+	drops    *drop.Counters     // what the relay did not send, by reason (upstream and downstream)
 	// tracerProvider traces upstream responses and fan-outs.
 	tracerProvider trace.TracerProvider
 	cancel         context.CancelFunc // stops the file source and cuts a drain short
@@ -101,22 +103,11 @@ func sourceDir(cfg Config) string {
 // Addr is the downstream xDS listener's address.
 func (r *Relay) Addr() string { return r.lis.Addr().String() }
 
-// RESTAddr is the REST-JSON listener's address ("" when disabled).
-func (r *Relay) RESTAddr() string {
-	if r.restLis == nil {
-		return ""
-	}
-	return r.restLis.Addr().String()
-}
-
 // AdminAddr is the admin HTTP listener's address.
 func (r *Relay) AdminAddr() string { return r.adminLis.Addr().String() }
 
 // Server is the downstream server (for status).
 func (r *Relay) Server() *relay.Server { return r.server }
-
-// Registry is the class registry (for status).
-func (r *Relay) Registry() *shard.Registry { return r.registry }
 
 // Shutdown drains the relay, then closes it: it stops being ready, stops
 // accepting (GOAWAY on every connection), and ends the open streams spread

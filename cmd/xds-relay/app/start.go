@@ -18,6 +18,7 @@ import (
 	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
@@ -56,7 +57,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: log}
+	r := &Relay{cfg: cfg, log: log, drops: &drop.Counters{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -96,6 +97,7 @@ func (r *Relay) startTelemetry(st *starting) error {
 	}
 	st.tracer = r.tracerProvider.Tracer(tracerName)
 	tel, err := newTelemetry(gauges{
+		drops:            r.drops.Snapshot,
 		classesAndShards: func() (int, int) { return r.registry.Counts() },
 		upstreamUp: func() map[string]bool {
 			if r.upstream == nil {
@@ -150,6 +152,7 @@ func (r *Relay) startSource(st *starting) error {
 			Delta:        cfg.Upstream.Protocol == "delta",
 			PassVersions: cfg.Upstream.Versions == "upstream",
 			Metrics:      r.tel,
+			Drops:        r.drops,
 			Tracer:       st.tracer,
 			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 		}, log.Named("upstream"))
@@ -227,6 +230,7 @@ func (r *Relay) buildServers(st *starting) error {
 		Authorize:         authorize,
 		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
+		Drops:             r.drops,
 
 		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
 		MaxTypeURLBytes:      cfg.Limits.MaxTypeURLBytes,

@@ -37,9 +37,6 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"bytes": humanBytes,
 }).Parse(statusHTML))
 
-// StatusPage returns the handler of the admin status page (see statusPage).
-func StatusPage(r *Relay) http.Handler { return r.statusPage() }
-
 // statusPage serves GET / on the admin port: an HTML page for operators
 // (upstream state, node classes, shards, client NACKs and errors). Scripts
 // use the JSON under /debug/.
@@ -107,6 +104,9 @@ type statusView struct {
 	NACKs          []nackRow
 	NACKsTruncated int // rows left off
 	Errors         []errorRow
+
+	Drops      []dropCount // every reason, zeros included
+	DropsTotal uint64
 }
 
 type upstreamRow struct {
@@ -327,6 +327,11 @@ func (r *Relay) statusView(now time.Time) statusView {
 			}
 		}
 		v.Classes = append(v.Classes, row)
+	}
+
+	v.Drops = r.dropCounts()
+	for _, d := range v.Drops {
+		v.DropsTotal += d.Count
 	}
 
 	switch {

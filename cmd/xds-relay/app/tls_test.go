@@ -2,18 +2,11 @@ package app
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,99 +21,9 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 )
-
-// testCA is a self-signed ECDSA CA issuing test certificates.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-// issue makes a leaf for server and client use with these SANs (strings
-// with "://" are URI SANs, IPs are IP SANs, the rest DNS names); it returns
-// the certificate and key PEM.
-func (ca *testCA) issue(t *testing.T, serial int64, sans ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "leaf"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	for _, s := range sans {
-		switch ip := net.ParseIP(s); {
-		case ip != nil:
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		case strings.Contains(s, "://"):
-			u, err := url.Parse(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tmpl.URIs = append(tmpl.URIs, u)
-		default:
-			tmpl.DNSNames = append(tmpl.DNSNames, s)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
-
-// keyPair parses PEM into a tls.Certificate for a test client.
-func keyPair(t *testing.T, certPEM, keyPEM []byte) tls.Certificate {
-	t.Helper()
-	c, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // writeAtomic replaces path's contents the way a careful writer does:
 // write a temporary file, rename it over path.
@@ -131,13 +34,6 @@ func writeAtomic(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func writeFile(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -216,7 +112,7 @@ func waitSerial(t *testing.T, addr string, cfg *tls.Config, serial int64) {
 // pki is a CA with server and client certificates written to a directory.
 type pki struct {
 	dir                         string
-	ca                          *testCA
+	ca                          *xdstest.CA
 	certFile, keyFile, caFile   string
 	clientCert                  tls.Certificate
 	clientCertPEM, clientKeyPEM []byte
@@ -224,22 +120,22 @@ type pki struct {
 
 func newPKI(t *testing.T) *pki {
 	t.Helper()
-	p := &pki{dir: t.TempDir(), ca: newTestCA(t, "test CA")}
+	p := &pki{dir: t.TempDir(), ca: xdstest.NewCA(t, "test CA")}
 	p.certFile = filepath.Join(p.dir, "tls.crt")
 	p.keyFile = filepath.Join(p.dir, "tls.key")
 	p.caFile = filepath.Join(p.dir, "ca.crt")
-	c, k := p.ca.issue(t, 1, "relay.test", "127.0.0.1")
-	writeFile(t, p.certFile, c)
-	writeFile(t, p.keyFile, k)
-	writeFile(t, p.caFile, p.ca.pem)
-	p.clientCertPEM, p.clientKeyPEM = p.ca.issue(t, 100, "spiffe://test/ns/team-a/sa/x")
-	p.clientCert = keyPair(t, p.clientCertPEM, p.clientKeyPEM)
+	c, k := p.ca.Issue(t, 1, "relay.test", "127.0.0.1")
+	xdstest.WriteFile(t, p.certFile, c)
+	xdstest.WriteFile(t, p.keyFile, k)
+	xdstest.WriteFile(t, p.caFile, p.ca.PEM)
+	p.clientCertPEM, p.clientKeyPEM = p.ca.Issue(t, 100, "spiffe://test/ns/team-a/sa/x")
+	p.clientCert = xdstest.KeyPair(t, p.clientCertPEM, p.clientKeyPEM)
 	return p
 }
 
 // client is a TLS client config trusting p's CA, with certs.
 func (p *pki) client(certs ...tls.Certificate) *tls.Config {
-	return &tls.Config{RootCAs: p.ca.pool(), ServerName: "relay.test", Certificates: certs, MinVersion: tls.VersionTLS12}
+	return p.ca.ClientTLS("relay.test", certs...)
 }
 
 func startServerTLS(t *testing.T, cfg TLSConfig) (string, *certReloader) {
@@ -264,9 +160,9 @@ func TestServerTLSMutual(t *testing.T) {
 	} else {
 		t.Logf("client without a certificate: %v", err)
 	}
-	other := newTestCA(t, "other CA")
-	c, k := other.issue(t, 7, "spiffe://test/ns/team-a/sa/x")
-	if _, err := dialTLS(addr, p.client(keyPair(t, c, k))); err == nil {
+	other := xdstest.NewCA(t, "other CA")
+	c, k := other.Issue(t, 7, "spiffe://test/ns/team-a/sa/x")
+	if _, err := dialTLS(addr, p.client(xdstest.KeyPair(t, c, k))); err == nil {
 		t.Fatal("client with a certificate of another CA: handshake succeeded, want it refused")
 	}
 	old := p.client(p.clientCert)
@@ -293,12 +189,12 @@ func TestServerTLSWithoutClientCA(t *testing.T) {
 
 func TestServerTLSConfigErrors(t *testing.T) {
 	p := newPKI(t)
-	other := newTestCA(t, "other")
-	_, otherKey := other.issue(t, 2, "relay.test")
+	other := xdstest.NewCA(t, "other")
+	_, otherKey := other.Issue(t, 2, "relay.test")
 	mismatched := filepath.Join(p.dir, "other.key")
-	writeFile(t, mismatched, otherKey)
+	xdstest.WriteFile(t, mismatched, otherKey)
 	notPEM := filepath.Join(p.dir, "junk")
-	writeFile(t, notPEM, []byte("not PEM"))
+	xdstest.WriteFile(t, notPEM, []byte("not PEM"))
 	for _, tc := range []struct {
 		cfg  TLSConfig
 		want string
@@ -323,14 +219,14 @@ func TestServerTLSReload(t *testing.T) {
 	waitSerial(t, addr, client, 1)
 
 	// Rotation by rename, key first (the half-rotated pair does not load).
-	c, k := p.ca.issue(t, 2, "relay.test")
+	c, k := p.ca.Issue(t, 2, "relay.test")
 	writeAtomic(t, p.keyFile, k)
 	writeAtomic(t, p.certFile, c)
 	waitSerial(t, addr, client, 2)
 
 	// A broken certificate is reported and ignored.
 	failures := r.failures.Load()
-	writeFile(t, p.certFile, []byte("-----BEGIN CERTIFICATE-----\nbroken\n"))
+	xdstest.WriteFile(t, p.certFile, []byte("-----BEGIN CERTIFICATE-----\nbroken\n"))
 	deadline := time.Now().Add(10 * time.Second)
 	for r.failures.Load() == failures {
 		if time.Now().After(deadline) {
@@ -343,9 +239,9 @@ func TestServerTLSReload(t *testing.T) {
 	}
 
 	// In-place rewrite of both files.
-	c, k = p.ca.issue(t, 3, "relay.test")
-	writeFile(t, p.keyFile, k)
-	writeFile(t, p.certFile, c)
+	c, k = p.ca.Issue(t, 3, "relay.test")
+	xdstest.WriteFile(t, p.keyFile, k)
+	xdstest.WriteFile(t, p.certFile, c)
 	waitSerial(t, addr, client, 3)
 }
 
@@ -359,9 +255,9 @@ func TestServerTLSReloadKubernetesSecret(t *testing.T) {
 		if err := os.Mkdir(v, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(v, "tls.crt"), certPEM)
-		writeFile(t, filepath.Join(v, "tls.key"), keyPEM)
-		writeFile(t, filepath.Join(v, "ca.crt"), p.ca.pem)
+		xdstest.WriteFile(t, filepath.Join(v, "tls.crt"), certPEM)
+		xdstest.WriteFile(t, filepath.Join(v, "tls.key"), keyPEM)
+		xdstest.WriteFile(t, filepath.Join(v, "ca.crt"), p.ca.PEM)
 		tmp := filepath.Join(dir, "..data_tmp")
 		if err := os.Symlink(filepath.Base(v), tmp); err != nil {
 			t.Fatal(err)
@@ -370,7 +266,7 @@ func TestServerTLSReloadKubernetesSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, k := p.ca.issue(t, 1, "relay.test")
+	c, k := p.ca.Issue(t, 1, "relay.test")
 	version(1, c, k)
 	for _, f := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)); err != nil {
@@ -382,7 +278,7 @@ func TestServerTLSReloadKubernetesSecret(t *testing.T) {
 	})
 	client := p.client(p.clientCert)
 	waitSerial(t, addr, client, 1)
-	c, k = p.ca.issue(t, 2, "relay.test")
+	c, k = p.ca.Issue(t, 2, "relay.test")
 	version(2, c, k)
 	waitSerial(t, addr, client, 2)
 }
@@ -391,13 +287,13 @@ func TestServerTLSReloadKubernetesSecret(t *testing.T) {
 func TestServerTLSReloadClientCA(t *testing.T) {
 	p := newPKI(t)
 	addr, _ := startServerTLS(t, TLSConfig{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.caFile})
-	next := newTestCA(t, "next CA")
-	c, k := next.issue(t, 200, "spiffe://test/ns/team-a/sa/x")
-	nextClient := p.client(keyPair(t, c, k))
+	next := xdstest.NewCA(t, "next CA")
+	c, k := next.Issue(t, 200, "spiffe://test/ns/team-a/sa/x")
+	nextClient := p.client(xdstest.KeyPair(t, c, k))
 	if _, err := dialTLS(addr, nextClient); err == nil {
 		t.Fatal("client of a CA not yet trusted: accepted")
 	}
-	writeAtomic(t, p.caFile, next.pem)
+	writeAtomic(t, p.caFile, next.PEM)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := dialTLS(addr, nextClient)
@@ -448,15 +344,15 @@ func TestUpstreamTLSNone(t *testing.T) {
 
 // startGRPCTLS serves the health service with mTLS (certificates of ca)
 // and reports each call's client certificate serial.
-func startGRPCTLS(t *testing.T, ca *testCA, serial int64, name string) (string, <-chan int64) {
+func startGRPCTLS(t *testing.T, ca *xdstest.CA, serial int64, name string) (string, <-chan int64) {
 	t.Helper()
-	c, k := ca.issue(t, serial, name)
+	c, k := ca.Issue(t, serial, name)
 	serials := make(chan int64, 100)
 	srv := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(&tls.Config{
-			Certificates: []tls.Certificate{keyPair(t, c, k)},
+			Certificates: []tls.Certificate{xdstest.KeyPair(t, c, k)},
 			ClientAuth:   tls.RequireAndVerifyClientCert,
-			ClientCAs:    ca.pool(),
+			ClientCAs:    ca.Pool(),
 		})),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if p, ok := peer.FromContext(ctx); ok {
@@ -471,21 +367,7 @@ func startGRPCTLS(t *testing.T, ca *testCA, serial int64, name string) (string, 
 		}),
 	)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		wg.Wait()
-	})
-	return lis.Addr().String(), serials
+	return xdstest.ServeGRPC(t, srv), serials
 }
 
 // check makes one health call on a new connection to addr with creds.
@@ -513,9 +395,9 @@ func TestUpstreamTLSReload(t *testing.T) {
 		KeyFile:    filepath.Join(dir, "client.key"),
 		ServerName: "control-plane.test",
 	}
-	writeFile(t, cfg.CAFile, p.ca.pem)
-	writeFile(t, cfg.CertFile, p.clientCertPEM)
-	writeFile(t, cfg.KeyFile, p.clientKeyPEM)
+	xdstest.WriteFile(t, cfg.CAFile, p.ca.PEM)
+	xdstest.WriteFile(t, cfg.CertFile, p.clientCertPEM)
+	xdstest.WriteFile(t, cfg.KeyFile, p.clientKeyPEM)
 	creds, closer, err := upstreamCredentials(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -537,7 +419,7 @@ func TestUpstreamTLSReload(t *testing.T) {
 	}
 
 	// Rotate the client certificate: new connections present it.
-	c, k := p.ca.issue(t, 101, "spiffe://test/relay")
+	c, k := p.ca.Issue(t, 101, "spiffe://test/relay")
 	writeAtomic(t, cfg.KeyFile, k)
 	writeAtomic(t, cfg.CertFile, c)
 	eventuallyTLS(t, "the rotated client certificate", func() error {
@@ -551,15 +433,15 @@ func TestUpstreamTLSReload(t *testing.T) {
 	})
 
 	// Move the control plane to a new CA: trusted once the CA file has it.
-	next := newTestCA(t, "next CA")
+	next := xdstest.NewCA(t, "next CA")
 	nextAddr, _ := startGRPCTLS(t, next, 12, "control-plane.test")
 	if err := check(nextAddr, creds); err == nil {
 		t.Fatal("control plane of an untrusted CA: accepted")
 	}
-	c, k = next.issue(t, 102, "spiffe://test/relay")
+	c, k = next.Issue(t, 102, "spiffe://test/relay")
 	writeAtomic(t, cfg.KeyFile, k)
 	writeAtomic(t, cfg.CertFile, c)
-	writeAtomic(t, cfg.CAFile, next.pem)
+	writeAtomic(t, cfg.CAFile, next.PEM)
 	eventuallyTLS(t, "the new CA", func() error { return check(nextAddr, creds) })
 }
 

@@ -12,12 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// WithTracerProvider traces with tp instead of what tracing.* configures
-// (tests use an in-memory recorder).
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(r *Relay) { r.tracerProvider = tp }
-}
-
 // newTracerProvider returns the provider tracing.* configures: none (no-op)
 // without an OTLP endpoint; else a batching OTLP/gRPC exporter (plaintext)
 // sampling sample_ratio of the upstream responses. stop flushes it.

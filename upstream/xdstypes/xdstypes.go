@@ -3,7 +3,7 @@
 // to read the filesystem source. Types outside it are still relayed (checked
 // at the wire level only). Import it for its side effect:
 //
-//	import _ "github.com/xds-relay/xds-relay/shard/xdstypes"
+//	import _ "github.com/xds-relay/xds-relay/upstream/xdstypes"
 package xdstypes
 
 import (

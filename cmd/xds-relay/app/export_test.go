@@ -1,0 +1,32 @@
+package app
+
+// Accessors for the tests of package app_test: nothing outside the tests
+// needs them.
+
+import (
+	"net/http"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// RESTAddr is the REST-JSON listener's address ("" when disabled).
+func (r *Relay) RESTAddr() string {
+	if r.restLis == nil {
+		return ""
+	}
+	return r.restLis.Addr().String()
+}
+
+// Registry is the class registry.
+func (r *Relay) Registry() *shard.Registry { return r.registry }
+
+// StatusPage returns the handler of the admin status page (see statusPage).
+func StatusPage(r *Relay) http.Handler { return r.statusPage() }
+
+// WithTracerProvider traces with tp instead of what tracing.* configures:
+// the tests use an in-memory recorder.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(r *Relay) { r.tracerProvider = tp }
+}

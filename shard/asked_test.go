@@ -1,0 +1,68 @@
+package shard
+
+import (
+	"slices"
+	"testing"
+)
+
+// An answer the upstream sent before an unsubscription reached it arrives
+// after it. Its resources for names no longer asked are not kept: one
+// deleted meanwhile would be served to its next subscriber as current and
+// never reported removed.
+func TestAnswerForUnaskedNameIsDropped(t *testing.T) {
+	for _, kind := range []UpdateKind{UpdateIncremental, UpdateMerge, UpdateFull} {
+		c, _ := newTestClass(t)
+		w := &recorder{}
+		a := c.Subscribe(edsType, NewSubscription([]string{"a"}, false), w)
+		b := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
+		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
+		c.Unsubscribe(b, w)
+		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental) // [a]
+		// The answer to [a b], sent before the upstream saw [a].
+		c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("a", "1"), res("b", "1")}})
+		if got := a.Current(); got == nil || !slices.Equal(got.Names, []string{"a"}) {
+			t.Fatalf("%v: [a] = %+v", kind, got)
+		}
+		again := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
+		if r := again.Current(); r != nil && r.Has("b") {
+			t.Fatalf("%v: b, from an answer to a request no longer current, served to its next subscriber", kind)
+		}
+	}
+}
+
+// A resource asked for by one of its aliases (VHDS) is asked for.
+func TestAnswerKeptForAskedAlias(t *testing.T) {
+	c, _ := newTestClass(t)
+	w := &recorder{}
+	s := c.Subscribe(edsType, NewSubscription([]string{"alias"}, false), w)
+	c.Requested(edsType, c.Interest(edsType), true)
+	r := res("real", "1")
+	r.Aliases = []string{"alias"}
+	c.ApplyUpdate(edsType, Update{Kind: UpdateIncremental, Resources: []*Resource{r}})
+	if got := s.Current(); got == nil || !got.Has("real") {
+		t.Fatalf("[alias] = %+v, want the resource it aliases", got)
+	}
+}
+
+// The upstream asked for nothing (or names only) while a wildcard shard's
+// request is still to be sent: what it was not asked for is dropped, even
+// with a wildcard shard subscribed. A delta upstream told to forget them
+// answers the wildcard later without them and never reports a deletion, so
+// keeping them would serve them for good.
+func TestUnsubscribedDroppedBeforeWildcardAsked(t *testing.T) {
+	c, _ := newTestClass(t)
+	w := &recorder{}
+	named := c.Subscribe(ClusterType, NewSubscription([]string{"a"}, false), w)
+	c.Requested(ClusterType, c.Interest(ClusterType), true)
+	c.ApplyUpdate(ClusterType, Update{Kind: UpdateIncremental, Resources: []*Resource{res("a", "1")}})
+	wild := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
+	c.Unsubscribe(named, w)
+	c.Requested(ClusterType, Subscription{}, true) // computed before the wildcard shard came
+	c.Requested(ClusterType, Subscription{Wildcard: true}, true)
+	// The upstream, told to forget a (and then deleting it), answers the
+	// wildcard with what exists: b.
+	c.ApplyUpdate(ClusterType, Update{Kind: UpdateIncremental, Resources: []*Resource{res("b", "1")}})
+	if got := wild.Current(); got == nil || !slices.Equal(got.Names, []string{"b"}) {
+		t.Fatalf("wildcard = %+v, want [b] only: a was dropped upstream", got)
+	}
+}
