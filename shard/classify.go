@@ -8,7 +8,13 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/xds-relay/xds-relay/shard/ruleerr"
 )
+
+// RuleError is the error of NewClassifier: the rule at fault (its index)
+// and its field ("field", "regex" or "class").
+type RuleError = ruleerr.RuleError
 
 // DefaultClass is the class of a node no rule matched and whose cluster is
 // empty.
@@ -40,22 +46,22 @@ type compiledRule struct {
 	class   string
 }
 
-// NewClassifier compiles rules. The error names the rule index and what is
-// wrong with it.
+// NewClassifier compiles rules. The error is a *RuleError naming the rule
+// and its field at fault.
 func NewClassifier(rules []Rule) (*Classifier, error) {
 	c := &Classifier{}
 	for i, r := range rules {
 		extract, err := fieldExtractor(r.Field)
 		if err != nil {
-			return nil, fmt.Errorf("rules[%d].field: %w", i, err)
+			return nil, ruleerr.New(i, "field", err)
 		}
 		cr := compiledRule{field: r.Field, extract: extract, class: r.Class}
 		if r.Regex != "" {
 			if cr.re, err = regexp.Compile(r.Regex); err != nil {
-				return nil, fmt.Errorf("rules[%d].regex: %w", i, err)
+				return nil, ruleerr.New(i, "regex", err)
 			}
 		} else if strings.Contains(r.Class, "$") {
-			return nil, fmt.Errorf("rules[%d].class: %q refers to regex groups but the rule has no regex", i, r.Class)
+			return nil, ruleerr.New(i, "class", fmt.Errorf("%q refers to regex groups but the rule has no regex", r.Class))
 		}
 		c.rules = append(c.rules, cr)
 	}

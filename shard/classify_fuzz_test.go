@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -35,8 +36,8 @@ func fuzzField(sel uint8, text string) string {
 //
 //   - NewClassifier fails exactly when a rule is invalid (unknown field,
 //     regex that does not compile, "$" in the class of a rule without
-//     regex), naming the first bad rule as "rules[i].field|regex|class: ",
-//     the form the config loader maps back to a key path;
+//     regex), with a *RuleError naming the first bad rule and its field
+//     (field, regex or class), which the config loader maps to a key path;
 //   - otherwise Classify returns a non-empty class, the same twice and for a
 //     copy of the node, and the one the documented rules give (first rule
 //     with a non-empty result; the node's cluster; "default").
@@ -71,6 +72,10 @@ func FuzzClassifier(f *testing.F) {
 		if err != nil {
 			if bad < 0 {
 				t.Fatalf("valid rules %+v rejected: %v", rules, err)
+			}
+			var re *RuleError
+			if !errors.As(err, &re) || re.Index != bad || re.Field != key {
+				t.Fatalf("error %q (%+v) for rules %+v, want a RuleError for rules[%d].%s", err, re, rules, bad, key)
 			}
 			if prefix := fmt.Sprintf("rules[%d].%s: ", bad, key); !strings.HasPrefix(err.Error(), prefix) {
 				t.Fatalf("error %q for rules %+v, want it to start with %q", err, rules, prefix)

@@ -15,6 +15,10 @@ type Metrics interface {
 	// RepeatedResponse counts a response repeating, in answer to an ACK,
 	// the one before it StormRepeats times or more; its ACK is deferred.
 	RepeatedResponse(class, typeURL string)
+	// NamesIgnored counts a SotW class stream that stopped asking for
+	// typeURL by name, because the upstream left a named request unanswered
+	// (NamesSilenceGrace), and asks for the wildcard instead.
+	NamesIgnored(class, typeURL string)
 }
 
 // NopMetrics discards every event.
@@ -26,3 +30,4 @@ func (NopMetrics) Reconnecting(string)             {}
 func (NopMetrics) Response(string, string, bool)   {}
 func (NopMetrics) WildcardRestart(string)          {}
 func (NopMetrics) RepeatedResponse(string, string) {}
+func (NopMetrics) NamesIgnored(string, string)     {}

@@ -36,6 +36,11 @@ type sotwTypeState struct {
 	same        int
 	warnedAt    time.Time
 
+	// The wait for an answer to the stream's first named request of the
+	// type (see fallback.go): nil when none runs.
+	silence  *time.Timer
+	silentAt time.Time
+
 	// A reply (a NACK, or a storm's ACK) waiting to be sent; nil if none.
 	deferred *time.Timer
 	replyAt  time.Time      // when the deferred reply is due
@@ -71,6 +76,11 @@ func (ss *sotwSession) replyDue() <-chan struct{} { return ss.due.C() }
 func (ss *sotwSession) syncInterest() error {
 	for _, typeURL := range ss.class.TypeURLs() {
 		want := ss.class.Interest(typeURL)
+		if want.Empty() {
+			// Nothing wanted: a later interest by name is asked by name
+			// again (and falls back again only if ignored again).
+			delete(ss.namesIgnored, typeURL)
+		}
 		ts := ss.types[typeURL]
 		if ts == nil {
 			if want.Empty() {
@@ -81,7 +91,7 @@ func (ss *sotwSession) syncInterest() error {
 			}
 			ts = &sotwTypeState{}
 			ss.types[typeURL] = ts
-		} else if ts.sub.Equal(ts.asked(want)) {
+		} else if ts.sub.Equal(ts.asked(want, ss.namesIgnored[typeURL])) {
 			continue
 		}
 		if err := ss.send(typeURL, ts, want, "", nil); err != nil {
@@ -99,8 +109,11 @@ func (ss *sotwSession) syncInterest() error {
 // was asked for on this stream it cannot be withdrawn (any non-empty list
 // would end it, and an empty one still means "everything"), so it is kept,
 // with the class's data for it, until the stream restarts.
-func (ts *sotwTypeState) asked(want shard.Subscription) shard.Subscription {
-	if want.Wildcard || (ts.sub.Wildcard && !ts.explicit) {
+//
+// namesIgnored: the upstream did not answer the type by name (fallback.go),
+// so names too are asked for as the wildcard.
+func (ts *sotwTypeState) asked(want shard.Subscription, namesIgnored bool) shard.Subscription {
+	if want.Wildcard || (ts.sub.Wildcard && !ts.explicit) || (namesIgnored && !want.Empty()) {
 		return shard.Subscription{Wildcard: true}
 	}
 	return want
@@ -118,7 +131,7 @@ func (ts *sotwTypeState) asked(want shard.Subscription) shard.Subscription {
 // is not told of a wildcard request meanwhile, so its wildcard shards wait
 // for the new stream's answer.
 func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscription, nonce string, nack *status.Status) error {
-	want = ts.asked(want)
+	want = ts.asked(want, ss.namesIgnored[typeURL])
 	if want.Wildcard && ts.explicit {
 		delete(ss.versions, typeURL)
 		return &wildcardRestart{typeURL: typeURL}
@@ -146,6 +159,7 @@ func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscr
 	}
 	if len(req.ResourceNames) > 0 {
 		ts.explicit = true
+		ss.armSilence(ts)
 	}
 	if ss.first {
 		req.Node = ss.node
@@ -180,6 +194,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 		return false, nil
 	}
 	ts.nonce = resp.Nonce
+	ts.answered()
 	if ts.deferred != nil {
 		// A newer response supersedes the reply still waiting: this one's
 		// reply answers both.
@@ -271,9 +286,14 @@ func (ss *sotwSession) deferReply(ts *sotwTypeState, detail *status.Status, dela
 	ts.deferred = time.AfterFunc(delay, ss.due.Notify)
 }
 
-// sendDueReplies sends the deferred replies whose timers fired.
+// sendDueReplies sends the deferred replies whose timers fired, or, when a
+// named request went unanswered through its grace, falls back to the
+// wildcard (fallback.go) instead.
 func (ss *sotwSession) sendDueReplies() error {
 	now := time.Now()
+	if err := ss.fallBackIfSilent(now); err != nil {
+		return err
+	}
 	for typeURL, ts := range ss.types {
 		if ts.deferred == nil || now.Before(ts.replyAt) {
 			continue // none, or another type's timer fired
@@ -298,5 +318,6 @@ func (ss *sotwSession) cancelDeferred(ts *sotwTypeState) {
 func (ss *sotwSession) close() {
 	for _, ts := range ss.types {
 		ss.cancelDeferred(ts)
+		ts.answered()
 	}
 }

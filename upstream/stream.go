@@ -91,6 +91,10 @@ type classStream struct {
 	// initial_resource_versions).
 	versions      map[string]string
 	deltaVersions map[string]map[string]string
+	// Types the upstream did not answer by name (SotW, fallback.go): asked
+	// for as the wildcard from then on, for the life of the class stream,
+	// until the class wants nothing of the type.
+	namesIgnored map[string]bool
 
 	// Guarded by statusMu: written by the run goroutine, read by Status.
 	statusMu sync.Mutex
@@ -116,9 +120,18 @@ func (s *classStream) setStatus(f func(*ClassStreamStatus)) {
 // the legacy form (sotw.go, send), and a delta stream's upstream may believe
 // it already sent what it has not (delta.go, syncInterest). The class
 // stream opens a new stream at once, asking for the wildcard first.
-type wildcardRestart struct{ typeURL string }
+//
+// namesIgnored: the wildcard is asked because the upstream did not answer
+// the type by name (fallback.go); the fallback logged and counted it.
+type wildcardRestart struct {
+	typeURL      string
+	namesIgnored bool
+}
 
 func (e *wildcardRestart) Error() string {
+	if e.namesIgnored {
+		return "names of " + e.typeURL + " went unanswered: restarting the stream to ask for the wildcard"
+	}
 	return "a wildcard of " + e.typeURL + " is wanted after explicit names: restarting the stream"
 }
 
@@ -128,6 +141,7 @@ func (e *wildcardRestart) Error() string {
 func (s *classStream) run(ctx context.Context) {
 	s.versions = map[string]string{}
 	s.deltaVersions = map[string]map[string]string{}
+	s.namesIgnored = map[string]bool{}
 	defer s.setStatus(func(st *ClassStreamStatus) { st.State = StateStopped })
 	failures := 0
 	for {
@@ -139,6 +153,9 @@ func (s *classStream) run(ctx context.Context) {
 			failures = 0
 		}
 		var restart *wildcardRestart
+		if errors.As(err, &restart) && restart.namesIgnored {
+			continue // logged and counted by the fallback
+		}
 		if errors.As(err, &restart) {
 			// Not a failure: the new stream asks for the wildcard in the
 			// legacy form. Clients keep what they hold meanwhile.

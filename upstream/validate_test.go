@@ -57,6 +57,7 @@ func TestValidatorAcceptsAndCopies(t *testing.T) {
 	}
 }
 
+// Equal jitter: every wait is at least half its base, at most the base.
 func TestBackoffBounds(t *testing.T) {
 	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	for n := 0; n < 20; n++ {

@@ -9,9 +9,6 @@ import (
 // The reasons cells exclude features by default: divergences found and
 // not fixed (docs/conformance.md; shrunk schedules under testdata).
 const (
-	whyADSMode = "go-control-plane's snapshot cache in ADS mode answers a named request only when it names every " +
-		"resource of the type (its consistency rule for Envoy), so a class asking by name alone is never answered; " +
-		"only the legacy wildcard is exercised in that cell (docs/architecture.md, tolerated upstream behaviours)"
 	// whyMixLinearDelta: see testdata/linear-delta-wildcard-after-restart.json.
 	whyMixLinearDelta = "open: once in 25 schedules, a SotW wildcard re-sent on a reconnect after names, behind a " +
 		"control-plane restart with linear caches and a delta upstream, ends holding nothing"
@@ -24,9 +21,8 @@ const (
 // Cells is the matrix of upstreams, in the order the test runs them, each
 // with the features it excludes by default and why.
 func Cells() []Cell {
-	adsMode := map[Feature]string{FStar: whyADSMode, FNames: whyADSMode, FStarNames: whyADSMode, FNone: whyADSMode, FEmptyName: whyADSMode}
 	return []Cell{
-		{Name: "snapshot-ads/sotw", Upstream: UpSnapshotADS, Exclude: adsMode},
+		{Name: "snapshot-ads/sotw", Upstream: UpSnapshotADS},
 		{Name: "snapshot-ads/delta", Upstream: UpSnapshotADS, Delta: true},
 		{Name: "snapshot/sotw", Upstream: UpSnapshot},
 		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true},

@@ -97,24 +97,12 @@ type typeState struct {
 	held     map[string]*anypb.Any // what the client holds
 	versions map[string]string     // delta: resource versions held
 	version  string                // SotW: last accepted version_info
+	dropped  bool                  // SotW: dropped some since: version no longer says what it holds
 	nonce    string                // last response nonce
 	nack     int                   // NACK the next nack responses
 	rejected map[string]*anypb.Any // name -> what the last NACKed response said of it (nil: absent)
 	received int
 	nacked   int
-}
-
-func (ts *typeState) covers(name string) bool { return ts.wildcard || ts.names[name] }
-
-// dropUncovered forgets held resources the subscription no longer covers,
-// as a client does when it unsubscribes.
-func (ts *typeState) dropUncovered() {
-	for n := range ts.held {
-		if !ts.covers(n) {
-			delete(ts.held, n)
-			delete(ts.versions, n)
-		}
-	}
 }
 
 // session is one incarnation of the client's streams.
@@ -475,7 +463,11 @@ func (c *Client) Reconnect() error {
 			req = append(req, names...)
 			ts.last = req
 			ts.sent, ts.sentName = true, len(req) > 0
-			if err := c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version, ResourceNames: req}); err != nil {
+			claim := ts.version // what it holds, unless it dropped part of it since: then nothing
+			if ts.dropped {
+				claim = ""
+			}
+			if err := c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: claim, ResourceNames: req}); err != nil {
 				return err
 			}
 			continue

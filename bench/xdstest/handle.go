@@ -51,7 +51,7 @@ func (c *Client) handleSotWLocked(r *discoveryv3.DiscoveryResponse) error {
 			ResourceNames: ts.last, ResponseNonce: ts.nonce, ErrorDetail: nackDetail(typeURL)})
 	}
 	c.logLocked(ev)
-	ts.version = r.GetVersionInfo()
+	ts.version, ts.dropped = r.GetVersionInfo(), false
 	if FullState(typeURL) {
 		clear(ts.held)
 		clear(ts.rejected)
@@ -123,4 +123,18 @@ func resourceName(a *anypb.Any) (string, error) {
 		return n.GetClusterName(), nil
 	}
 	return "", fmt.Errorf("xdstest: %s resource without a name", a.GetTypeUrl())
+}
+
+func (ts *typeState) covers(name string) bool { return ts.wildcard || ts.names[name] }
+
+// dropUncovered forgets held resources the subscription no longer covers,
+// as a client does when it unsubscribes.
+func (ts *typeState) dropUncovered() {
+	for n := range ts.held {
+		if !ts.covers(n) {
+			delete(ts.held, n)
+			delete(ts.versions, n)
+			ts.dropped = true
+		}
+	}
 }

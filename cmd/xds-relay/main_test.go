@@ -15,6 +15,9 @@ func TestValidateCommand(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	_ = os.WriteFile(good, []byte("listen: 127.0.0.1:18000\n"), 0o600)
 	_ = os.WriteFile(bad, []byte("listen: 127.0.0.1:18000\nlimits:\n  max_resource_names: -1\n"), 0o600)
+	// Valid, but 0 used to mean "never" and now takes the default.
+	old := filepath.Join(dir, "old.yaml")
+	_ = os.WriteFile(old, []byte("limits:\n  max_collapses: 0\n"), 0o600)
 	tests := []struct {
 		args     []string
 		wantCode int
@@ -22,6 +25,7 @@ func TestValidateCommand(t *testing.T) {
 	}{
 		{[]string{"validate", "--config", good}, 0, "ok"},
 		{[]string{"validate", "--config", bad}, 1, "bad.yaml:3: limits.max_resource_names"},
+		{[]string{"validate", "--config", old}, 0, "warning: " + old + ":2: limits.max_collapses: 0 takes the default (10); to never disconnect a slow client, as 0 used to, write -1"},
 		{[]string{"validate"}, 2, "--config FILE is required"},
 		{[]string{"--config", bad}, 1, "limits.max_resource_names"},
 		{[]string{"--listen", "nowhere"}, 1, "listen"},

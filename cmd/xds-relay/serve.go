@@ -39,9 +39,10 @@ func serve(args []string, _, stderr io.Writer) int {
 		return 2
 	}
 	cfg := app.DefaultConfig()
+	var warnings app.ConfigErrors
 	if *configPath != "" {
 		var err error
-		if cfg, err = app.LoadConfig(*configPath); err != nil {
+		if cfg, warnings, err = app.LoadConfigWithWarnings(*configPath); err != nil {
 			fmt.Fprintf(stderr, "xds-relay: %v\n", err)
 			return 1
 		}
@@ -70,6 +71,9 @@ func serve(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	defer func() { _ = log.Sync() }()
+	for _, w := range warnings {
+		log.Warn("configuration: "+w.Msg, zap.String("file", w.File), zap.Int("line", w.Line), zap.String("key", w.Key))
+	}
 
 	r, err := app.Start(cfg, log, app.WithLogLevel(level))
 	if err != nil {
@@ -81,7 +85,7 @@ func serve(args []string, _, stderr io.Writer) int {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	stopAfterSignals(runningRelay{r}, sig, cfg.Drain.Period, log)
+	stopAfterSignals(runningRelay{r}, sig, max(cfg.Drain.Period, 0), log) // negative: no drain
 	return 0
 }
 

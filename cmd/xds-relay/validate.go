@@ -31,7 +31,10 @@ func validate(args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "xds-relay validate: --config FILE is required")
 		return 2
 	}
-	cfg, err := app.LoadConfig(*configPath)
+	cfg, warnings, err := app.LoadConfigWithWarnings(*configPath)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %v\n", w)
+	}
 	if err == nil {
 		err = cfg.CheckPaths()
 		var ce *app.ConfigError

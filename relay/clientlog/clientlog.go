@@ -13,26 +13,33 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 )
 
 // Gate rate-limits client-triggered log lines and truncates their client
 // fields. Safe for concurrent use.
 type Gate struct {
 	// Set at construction, read-only.
-	perSecond int
-	maxField  int
-	now       func() time.Time // time.Now; tests replace it
+	maxField int
+	limit    *rate.Limiter    // safe for concurrent use on its own
+	now      func() time.Time // time.Now; tests replace it
 
 	mu      sync.Mutex
-	start   time.Time // guarded by mu: the current one-second window
-	events  int       // guarded by mu: lines allowed in the window
-	dropped int       // guarded by mu: lines refused since the last allowed
+	dropped int // guarded by mu: lines refused since the last allowed
 }
 
 // NewGate returns a gate letting perSecond lines a second through (at least
-// one) and cutting client fields to maxField bytes (at least 32).
+// one) and cutting client fields to maxField bytes (at least 32). The rate
+// is a token bucket holding up to a second's lines: an idle gate lets a
+// burst of perSecond through, and never more than that in less than a
+// second, however the lines fall around a second's edge.
 func NewGate(perSecond, maxField int) *Gate {
-	return &Gate{perSecond: max(perSecond, 1), maxField: max(maxField, 32), now: time.Now}
+	perSecond = max(perSecond, 1)
+	return &Gate{
+		maxField: max(maxField, 32),
+		limit:    rate.NewLimiter(rate.Limit(perSecond), perSecond),
+		now:      time.Now,
+	}
 }
 
 // Allow reports whether a client-triggered line may be logged now. When it
@@ -41,15 +48,10 @@ func NewGate(perSecond, maxField int) *Gate {
 func (g *Gate) Allow() (bool, zap.Field) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
-	if now.Sub(g.start) >= time.Second {
-		g.start, g.events = now, 0
-	}
-	if g.events >= g.perSecond {
+	if !g.limit.AllowN(g.now(), 1) {
 		g.dropped++
 		return false, zap.Skip()
 	}
-	g.events++
 	f := zap.Skip()
 	if g.dropped > 0 {
 		f = zap.Int("suppressed", g.dropped)

@@ -15,7 +15,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/xds-relay/xds-relay/shard/ruleerr"
 )
+
+// RuleError is the error of NewBinder: the rule at fault (its index) and its
+// field ("san", "node_id" or "class").
+type RuleError = ruleerr.RuleError
 
 // Rule lets a client whose certificate has a SAN (URI SAN such as a SPIFFE
 // ID, or DNS SAN) matching SAN claim node ids matching NodeID and, if Class
@@ -53,29 +59,29 @@ type template struct {
 	static *regexp.Regexp
 }
 
-// NewBinder compiles rules. Errors name the rule and field
-// (rules[i].san, rules[i].node_id, rules[i].class). With no rules the Binder
+// NewBinder compiles rules. An error is a *RuleError naming the rule and
+// field (rules[i].san, rules[i].node_id, rules[i].class). With no rules the Binder
 // allows every client (binding is off).
 func NewBinder(rules []Rule) (*Binder, error) {
 	b := &Binder{}
 	for i, r := range rules {
 		if r.SAN == "" {
-			return nil, fmt.Errorf("rules[%d].san: required", i)
+			return nil, ruleerr.New(i, "san", errors.New("required"))
 		}
 		san, err := regexp.Compile(anchor(r.SAN))
 		if err != nil {
-			return nil, fmt.Errorf("rules[%d].san: %w", i, err)
+			return nil, ruleerr.New(i, "san", err)
 		}
 		if r.NodeID == "" {
-			return nil, fmt.Errorf("rules[%d].node_id: required (\".*\" allows any node id)", i)
+			return nil, ruleerr.New(i, "node_id", errors.New(`required (".*" allows any node id)`))
 		}
 		cr := compiledRule{san: san}
 		if cr.nodeID, err = compileTemplate(r.NodeID, san); err != nil {
-			return nil, fmt.Errorf("rules[%d].node_id: %w", i, err)
+			return nil, ruleerr.New(i, "node_id", err)
 		}
 		if r.Class != "" {
 			if cr.class, err = compileTemplate(r.Class, san); err != nil {
-				return nil, fmt.Errorf("rules[%d].class: %w", i, err)
+				return nil, ruleerr.New(i, "class", err)
 			}
 		}
 		b.rules = append(b.rules, cr)

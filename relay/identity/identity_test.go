@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -184,6 +186,12 @@ func TestNewBinderErrors(t *testing.T) {
 		_, err := NewBinder(tc.rules)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewBinder(%+v) = %v, want an error containing %q", tc.rules, err, tc.want)
+			continue
+		}
+		// The rule and field are typed, so callers need not parse the text.
+		var re *RuleError
+		if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), fmt.Sprintf("rules[%d].%s: ", re.Index, re.Field)) {
+			t.Errorf("NewBinder(%+v) = %v (%T), want a RuleError naming the rule and field", tc.rules, err, err)
 		}
 	}
 	if _, err := NewBinder([]Rule{{SAN: `(x)`, NodeID: `$1*`, Class: `$$`}}); err != nil {

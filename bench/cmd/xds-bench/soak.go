@@ -159,7 +159,7 @@ func slowMain(args []string) int {
 	duration := fs.Duration("duration", 60*time.Second, "how long changes flow")
 	untilGone := fs.Bool("until-stalled-gone", false, "go on changing past --duration (for at most --timeout) until every stalled client is disconnected")
 	idle := fs.Duration("idle", 5*time.Second, "measured before and after the changes")
-	maxCollapses := fs.Int("max-collapses", 10, "the relay's limits.max_collapses")
+	maxCollapses := fs.Int("max-collapses", 10, "the relay's limits.max_collapses (-1: never disconnect)")
 	baseline := fs.Bool("baseline", true, "first run the same without slow clients, for comparison")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound of each wait")
 	parse := relayBinFlag(fs)

@@ -1,26 +1,23 @@
 package app
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
-	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/xds-relay/xds-relay/relay/identity"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/ruleerr"
 )
 
 // Config is the relay's configuration file. Every key, its default and its
-// meaning are listed in docs/configuration.md.
+// meaning are listed in docs/configuration.md; the defaults are in settings
+// (config_defaults.go). A key left at its zero value takes its default; a
+// negative value switches off the keys that can be off.
 type Config struct {
 	Listen      string          `yaml:"listen"`
 	Admin       string          `yaml:"admin"`
@@ -46,7 +43,7 @@ type Config struct {
 type DeltaConfig struct {
 	// ParentRemovalWait bounds how long a Cluster's (Listener's) removal
 	// waits for its endpoints' (route configuration's), which a delta
-	// client holding both is told first; 0 never holds a removal.
+	// client holding both is told first; negative never holds a removal.
 	ParentRemovalWait time.Duration `yaml:"parent_removal_wait"`
 }
 
@@ -104,10 +101,10 @@ type DrainConfig struct {
 	Period time.Duration `yaml:"period"`
 	// MaxConnectionAge closes each client connection (with GOAWAY) after
 	// about this long (gRPC adds ±10% jitter), so clients spread over the
-	// relays after a scale-out; 0 disables it.
+	// relays after a scale-out; negative disables it.
 	MaxConnectionAge time.Duration `yaml:"max_connection_age"`
 	// MaxConnectionAgeGrace is how long streams of an aged connection may
-	// stay open after the GOAWAY.
+	// stay open after the GOAWAY; negative: as long as they last.
 	MaxConnectionAgeGrace time.Duration `yaml:"max_connection_age_grace"`
 }
 
@@ -116,7 +113,8 @@ type RESTConfig struct {
 	// Listen is the HTTP address of POST /v3/discovery:TYPE; empty disables.
 	Listen string `yaml:"listen"`
 	// MaxHold bounds a long poll: a request whose version is current waits
-	// up to this long for a change, then gets 304.
+	// up to this long for a change, then gets 304; negative answers at
+	// once.
 	MaxHold time.Duration `yaml:"max_hold"`
 	// Plaintext serves REST as plain HTTP even with tls.cert_file set
 	// (refused with tls.client_ca_file); otherwise REST uses the xDS
@@ -128,19 +126,24 @@ type RESTConfig struct {
 type TracingConfig struct {
 	// OTLPEndpoint is the OTLP/gRPC collector HOST:PORT; empty disables.
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
-	// SampleRatio of upstream responses traced, 0 to 1.
+	// SampleRatio of upstream responses traced, up to 1; negative traces
+	// nothing.
 	SampleRatio float64 `yaml:"sample_ratio"`
 }
 
 // UpstreamConfig is the control plane the relay subscribes to.
 type UpstreamConfig struct {
 	Address string `yaml:"address"`
-	// Addresses are more control planes to fail over to, in order; the
-	// relay uses the first that answers and moves on when it fails.
-	Addresses []string          `yaml:"addresses"`
-	TLS       UpstreamTLSConfig `yaml:"tls"`
-	RelayID   string            `yaml:"relay_id"`
-	Protocol  string            `yaml:"protocol"`
+	// Fallbacks are more control planes to fail over to, in order after
+	// Address; the relay uses the first that answers and moves on when it
+	// fails.
+	Fallbacks []string `yaml:"fallbacks"`
+	// DeprecatedAddresses is the old name of Fallbacks (key
+	// upstream.addresses), still accepted with a warning.
+	DeprecatedAddresses []string          `yaml:"addresses,omitempty"`
+	TLS                 UpstreamTLSConfig `yaml:"tls"`
+	RelayID             string            `yaml:"relay_id"`
+	Protocol            string            `yaml:"protocol"`
 	// Versions is what clients are sent as versions: "content" (content
 	// hashes, identical on every relay of a tier) or "upstream" (the
 	// upstream's SotW version_info and delta resource versions).
@@ -202,7 +205,7 @@ type LimitsConfig struct {
 	RequestsPerSecond float64 `yaml:"requests_per_second"`
 	RequestBurst      int     `yaml:"request_burst"`
 	// MaxCollapses disconnects a client whose queue overflowed this many
-	// times (a chronic laggard); 0 never disconnects.
+	// times (a chronic laggard); negative never disconnects.
 	MaxCollapses int `yaml:"max_collapses"`
 	// FirstRequestTimeout ends a stream that sends no request within it.
 	FirstRequestTimeout time.Duration `yaml:"first_request_timeout"`
@@ -225,34 +228,6 @@ type LimitsConfig struct {
 	// MaxClasses bounds the node classes (each has an upstream stream); a
 	// client that would create one more is refused with RESOURCE_EXHAUSTED.
 	MaxClasses int `yaml:"max_classes"`
-}
-
-// DefaultConfig is the configuration with every default filled in.
-func DefaultConfig() Config {
-	return Config{
-		Listen: ":18000",
-		Admin:  "127.0.0.1:19000",
-		Upstream: UpstreamConfig{
-			Protocol: "sotw",
-			Versions: "content",
-			Backoff:  BackoffConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
-		},
-		Source:      SourceConfig{}, // no dir: the embedded sample
-		NodeClasses: NodeClassConfig{Linger: 5 * time.Minute},
-		Log:         LogConfig{Level: "info", Format: "console", ClientLinesPerSecond: 20, MaxFieldBytes: 1024},
-		Limits: LimitsConfig{MaxTypesPerStream: 64, MaxResourceNames: 100000, MaxStreams: 200000,
-			MaxStreamsPerConnection: 100, MaxMessageBytes: 4 << 20, RequestsPerSecond: 100, RequestBurst: 200, MaxCollapses: 10,
-			FirstRequestTimeout: 30 * time.Second, MaxTypeURLBytes: 256, MaxResourceNameBytes: 2048, MaxVersionBytes: 1024, MaxNodeBytes: 64 << 10,
-			MaxNodeIDBytes: 1024, MaxClassNameBytes: 256, MaxMetricClasses: 256,
-			MaxClassNamesPerType: 200000, MaxClassTypes: 64, MaxUpstreamRequestBytes: 3 << 20,
-			MaxClasses: 10000},
-		Server: ServerConfig{MaxHeaderListBytes: 64 << 10, ConnectionTimeout: 10 * time.Second, KeepaliveTime: 2 * time.Minute,
-			KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 15 * time.Second, MaxConnectionIdle: 5 * time.Minute},
-		Drain:   DrainConfig{Period: 30 * time.Second, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: time.Minute},
-		REST:    RESTConfig{MaxHold: 30 * time.Second},
-		Tracing: TracingConfig{SampleRatio: 1},
-		Delta:   DeltaConfig{ParentRemovalWait: 5 * time.Second},
-	}
 }
 
 // ConfigError is a configuration problem at a key (dotted path) and line.
@@ -278,63 +253,44 @@ func (e *ConfigError) Error() string {
 	return strings.Join(append(parts, e.Msg), ": ")
 }
 
-// LoadConfig reads and validates a configuration file over the defaults.
-func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, err
-	}
-	return ParseConfig(path, data)
-}
-
-// ParseConfig decodes data strictly: an unknown key, a value of the wrong
-// type or an invalid value is an error naming the key and its line.
-func ParseConfig(file string, data []byte) (Config, error) {
-	cfg := DefaultConfig()
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return cfg, &ConfigError{File: file, Line: yamlErrLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	lines := keyLines(&root)
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	// yaml.v3 decodes what it can past a wrong key or value, so the values
-	// are checked too and every problem is reported at once.
-	var errs ConfigErrors
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		errs = decodeError(file, err, lines)
-	}
-	reported := map[string]bool{}
-	for _, ce := range errs {
-		reported[ce.Key] = true
-	}
-	for _, ce := range asConfigErrors(cfg.Validate()) {
-		if reported[ce.Key] {
-			continue // the value was not decoded: the decode error says why
-		}
-		ce.File, ce.Line = file, lines.line(ce.Key)
-		errs = append(errs, ce)
-	}
-	errs.sortByLine()
-	return cfg, errs.orNil()
-}
-
 // Validate checks values and reports every problem it finds, not only the
-// first: the error is a ConfigErrors of *ConfigError with Key set.
+// first: the error is a ConfigErrors of *ConfigError with Key set. Keys at
+// their zero value are checked as their defaults, which they take.
 func (c *Config) Validate() error {
+	d := *c
+	d.applyDefaults()
+	return d.validate()
+}
+
+// validate is Validate of a configuration whose defaults are applied.
+func (c *Config) validate() error {
 	var errs ConfigErrors
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
-	if err := checkHostPort(c.Listen); err != nil {
-		bad("listen", "%v", err)
+	// badRule reports a rule list's error at the rule's key
+	// (section.rules[i].field) when it names one.
+	badRule := func(section string, err error) {
+		var re *ruleerr.RuleError
+		if errors.As(err, &re) {
+			bad(fmt.Sprintf("%s.rules[%d].%s", section, re.Index, re.Field), "%v", re.Err)
+		} else {
+			bad(section+".rules", "%v", err)
+		}
 	}
-	if err := checkHostPort(c.Admin); err != nil {
-		bad("admin", "%v", err)
-	}
-	if c.Upstream.Address != "" {
-		if err := checkHostPort(c.Upstream.Address); err != nil {
-			bad("upstream.address", "%v", err)
+	c.checkNegatives(bad)
+	for _, a := range []struct{ key, addr string }{
+		{"listen", c.Listen},
+		{"admin", c.Admin},
+		{"upstream.address", c.Upstream.Address},
+		{"rest.listen", c.REST.Listen},
+		{"tracing.otlp_endpoint", c.Tracing.OTLPEndpoint},
+	} {
+		if a.addr == "" {
+			continue // optional, off when empty
+		}
+		if err := checkHostPort(a.addr); err != nil {
+			bad(a.key, "%v", err)
 		}
 	}
 	if c.Upstream.Protocol != "sotw" && c.Upstream.Protocol != "delta" {
@@ -343,22 +299,22 @@ func (c *Config) Validate() error {
 	if c.Upstream.Versions != "content" && c.Upstream.Versions != "upstream" {
 		bad("upstream.versions", "must be content or upstream, got %q", c.Upstream.Versions)
 	}
-	if c.Upstream.Backoff.Initial <= 0 {
-		bad("upstream.backoff.initial", "must be positive, got %v", c.Upstream.Backoff.Initial)
-	}
 	if c.Upstream.Backoff.Max < c.Upstream.Backoff.Initial {
 		bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)
 	}
-	if _, err := c.classifier(); err != nil {
-		var re *ruleError
-		if errors.As(err, &re) {
-			bad(fmt.Sprintf("node_classes.rules[%d].%s", re.index, re.key), "%s", re.msg)
-		} else {
-			bad("node_classes", "%v", err)
+	if len(c.Upstream.DeprecatedAddresses) > 0 {
+		bad("upstream.addresses", "the old name of upstream.fallbacks, which is set too: keep only upstream.fallbacks")
+	}
+	if len(c.Upstream.Fallbacks) > 0 && c.Upstream.Address == "" {
+		bad("upstream.fallbacks", "fallback control planes need the primary upstream.address")
+	}
+	for i, a := range c.Upstream.Fallbacks {
+		if err := checkHostPort(a); err != nil {
+			bad(fmt.Sprintf("upstream.fallbacks[%d]", i), "%v", err)
 		}
 	}
-	if c.NodeClasses.Linger <= 0 {
-		bad("node_classes.linger", "must be positive, got %v", c.NodeClasses.Linger)
+	if _, err := c.classifier(); err != nil {
+		badRule("node_classes", err)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -370,73 +326,14 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format", "must be console or json, got %q", c.Log.Format)
 	}
-	if c.Limits.MaxTypesPerStream < 1 {
-		bad("limits.max_types_per_stream", "must be at least 1, got %d", c.Limits.MaxTypesPerStream)
+	if math.IsNaN(c.Limits.RequestsPerSecond) || math.IsInf(c.Limits.RequestsPerSecond, 1) {
+		bad("limits.requests_per_second", "must be a positive number, got %v", c.Limits.RequestsPerSecond)
 	}
-	if c.Limits.MaxResourceNames < 1 {
-		bad("limits.max_resource_names", "must be at least 1, got %d", c.Limits.MaxResourceNames)
+	if n := c.Server.MaxHeaderListBytes; 0 < n && n < 1024 {
+		bad("server.max_header_list_bytes", "must be at least 1024 (a gRPC request's headers), got %d", n)
 	}
-	for _, lim := range []struct {
-		key string
-		v   int
-	}{
-		{"limits.max_streams", c.Limits.MaxStreams},
-		{"limits.max_streams_per_connection", c.Limits.MaxStreamsPerConnection},
-		{"limits.max_message_bytes", c.Limits.MaxMessageBytes},
-		{"limits.request_burst", c.Limits.RequestBurst},
-		{"limits.max_classes", c.Limits.MaxClasses},
-		{"limits.max_type_url_bytes", c.Limits.MaxTypeURLBytes},
-		{"limits.max_resource_name_bytes", c.Limits.MaxResourceNameBytes},
-		{"limits.max_version_bytes", c.Limits.MaxVersionBytes},
-		{"limits.max_node_bytes", c.Limits.MaxNodeBytes},
-		{"limits.max_node_id_bytes", c.Limits.MaxNodeIDBytes},
-		{"limits.max_class_name_bytes", c.Limits.MaxClassNameBytes},
-		{"limits.max_metric_classes", c.Limits.MaxMetricClasses},
-		{"server.max_header_list_bytes", c.Server.MaxHeaderListBytes},
-		{"log.client_lines_per_second", c.Log.ClientLinesPerSecond},
-		{"log.max_field_bytes", c.Log.MaxFieldBytes},
-		{"limits.max_class_names_per_type", c.Limits.MaxClassNamesPerType},
-		{"limits.max_class_types", c.Limits.MaxClassTypes},
-		{"limits.max_upstream_request_bytes", c.Limits.MaxUpstreamRequestBytes},
-	} {
-		if lim.v < 1 {
-			bad(lim.key, "must be at least 1, got %d", lim.v)
-		}
-	}
-	if !(c.Limits.RequestsPerSecond > 0) || math.IsInf(c.Limits.RequestsPerSecond, 0) { // NaN fails too
-		bad("limits.requests_per_second", "must be positive, got %v", c.Limits.RequestsPerSecond)
-	}
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{
-		{"limits.first_request_timeout", c.Limits.FirstRequestTimeout},
-		{"server.connection_timeout", c.Server.ConnectionTimeout},
-		{"server.keepalive_time", c.Server.KeepaliveTime},
-		{"server.keepalive_timeout", c.Server.KeepaliveTimeout},
-		{"server.keepalive_min_time", c.Server.KeepaliveMinTime},
-		{"server.max_connection_idle", c.Server.MaxConnectionIdle},
-	} {
-		if d.v <= 0 {
-			bad(d.key, "must be positive, got %v", d.v)
-		}
-	}
-	if c.Server.MaxHeaderListBytes < 1024 {
-		bad("server.max_header_list_bytes", "must be at least 1024 (a gRPC request's headers), got %d", c.Server.MaxHeaderListBytes)
-	}
-	if c.Log.MaxFieldBytes < 64 {
-		bad("log.max_field_bytes", "must be at least 64, got %d", c.Log.MaxFieldBytes)
-	}
-	if c.Limits.MaxCollapses < 0 {
-		bad("limits.max_collapses", "must not be negative (0: never disconnect), got %d", c.Limits.MaxCollapses)
-	}
-	if len(c.Upstream.Addresses) > 0 && c.Upstream.Address == "" {
-		bad("upstream.addresses", "fallback control planes need the primary upstream.address")
-	}
-	for i, a := range c.Upstream.Addresses {
-		if err := checkHostPort(a); err != nil {
-			bad(fmt.Sprintf("upstream.addresses[%d]", i), "%v", err)
-		}
+	if n := c.Log.MaxFieldBytes; 0 < n && n < 64 {
+		bad("log.max_field_bytes", "must be at least 64, got %d", n)
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		bad("tls.key_file", "tls.cert_file and tls.key_file go together")
@@ -453,74 +350,27 @@ func (c *Config) Validate() error {
 		bad("rest.plaintext", "REST in plaintext while the xDS listener requires client certificates (tls.client_ca_file): remove rest.plaintext")
 	}
 	if _, err := c.binder(); err != nil {
-		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
-			bad(fmt.Sprintf("identity.rules[%s].%s", m[1], m[2]), "%s", m[3])
-		} else {
-			bad("identity.rules", "%v", err)
-		}
+		badRule("identity", err)
 	}
 	if (c.Upstream.TLS.CertFile == "") != (c.Upstream.TLS.KeyFile == "") {
 		bad("upstream.tls.key_file", "upstream.tls.cert_file and upstream.tls.key_file go together")
 	}
-	if c.Drain.Period < 0 {
-		bad("drain.period", "must not be negative, got %v", c.Drain.Period)
-	}
-	if c.Drain.MaxConnectionAge < 0 {
-		bad("drain.max_connection_age", "must not be negative (0 disables), got %v", c.Drain.MaxConnectionAge)
-	}
-	if c.Drain.MaxConnectionAgeGrace < 0 {
-		bad("drain.max_connection_age_grace", "must not be negative, got %v", c.Drain.MaxConnectionAgeGrace)
-	}
-	if c.REST.Listen != "" {
-		if err := checkHostPort(c.REST.Listen); err != nil {
-			bad("rest.listen", "%v", err)
-		}
-	}
-	if c.REST.MaxHold < 0 {
-		bad("rest.max_hold", "must not be negative, got %v", c.REST.MaxHold)
-	}
-	if c.Delta.ParentRemovalWait < 0 {
-		bad("delta.parent_removal_wait", "must not be negative (0: never hold), got %v", c.Delta.ParentRemovalWait)
-	}
-	if c.Tracing.OTLPEndpoint != "" {
-		if err := checkHostPort(c.Tracing.OTLPEndpoint); err != nil {
-			bad("tracing.otlp_endpoint", "%v", err)
-		}
-	}
-	if !(c.Tracing.SampleRatio >= 0 && c.Tracing.SampleRatio <= 1) { // NaN fails too
-		bad("tracing.sample_ratio", "must be between 0 and 1, got %v", c.Tracing.SampleRatio)
+	if !(c.Tracing.SampleRatio <= 1) { // NaN fails too
+		bad("tracing.sample_ratio", "must be at most 1 (negative: trace nothing), got %v", c.Tracing.SampleRatio)
 	}
 	return errs.orNil()
 }
-
-type ruleError struct {
-	index    int
-	key, msg string
-}
-
-func (e *ruleError) Error() string { return fmt.Sprintf("rules[%d].%s: %s", e.index, e.key, e.msg) }
 
 func (c *Config) classifier() (*shard.Classifier, error) {
 	rules := make([]shard.Rule, len(c.NodeClasses.Rules))
 	for i, r := range c.NodeClasses.Rules {
 		if r.Field == "" {
-			return nil, &ruleError{index: i, key: "field", msg: "required"}
+			return nil, ruleerr.New(i, "field", errors.New("required"))
 		}
 		rules[i] = shard.Rule{Field: r.Field, Regex: r.Regex, Class: r.Class}
 	}
-	cl, err := shard.NewClassifier(rules)
-	if err != nil {
-		// shard reports "rules[N].KEY: msg"; keep the structure for the key path.
-		if m := ruleErrRE.FindStringSubmatch(err.Error()); m != nil {
-			i, _ := strconv.Atoi(m[1])
-			return nil, &ruleError{index: i, key: m[2], msg: m[3]}
-		}
-		return nil, err
-	}
-	return cl, nil
+	return shard.NewClassifier(rules)
 }
-
-var ruleErrRE = regexp.MustCompile(`^rules\[(\d+)\]\.(\w+): (.*)$`)
 
 // binder compiles the identity rules.
 func (c *Config) binder() (*identity.Binder, error) {

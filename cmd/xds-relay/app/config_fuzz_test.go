@@ -27,7 +27,7 @@ func FuzzParseConfig(f *testing.F) {
 admin: ":19000"
 upstream:
   address: istiod.istio-system.svc:15010
-  addresses: [cp2:15010, "[::1]:15010"]
+  fallbacks: [cp2:15010, "[::1]:15010"]
   protocol: delta
   relay_id: relay-1
   tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem, server_name: cp}
@@ -71,6 +71,7 @@ identity:
 		"node_classes:\n  rules:\n  - field: id\n    regex: \"a\\nb(\"\n",
 		"upstream: {address: 'h:99999'}\n",
 		"drain: {period: -1s}\n",
+		"upstream: {address: a:1, addresses: [b:1]}\n",
 		"\t\n",
 	}
 	for _, s := range seeds {

@@ -30,12 +30,12 @@ log:
 		t.Fatalf("cfg = %+v", cfg)
 	}
 	for _, tc := range []struct{ yaml, key string }{
-		{"limits:\n  first_request_timeout: 0s\n", "limits.first_request_timeout"},
-		{"limits:\n  max_node_id_bytes: 0\n", "limits.max_node_id_bytes"},
+		{"limits:\n  first_request_timeout: -1s\n", "limits.first_request_timeout"},
+		{"limits:\n  max_node_id_bytes: -1\n", "limits.max_node_id_bytes"},
 		{"limits:\n  max_metric_classes: -1\n", "limits.max_metric_classes"},
 		{"server:\n  connection_timeout: -1s\n", "server.connection_timeout"},
 		{"server:\n  max_header_list_bytes: 100\n", "server.max_header_list_bytes"},
-		{"server:\n  keepalive_min_time: 0s\n", "server.keepalive_min_time"},
+		{"server:\n  keepalive_min_time: -5s\n", "server.keepalive_min_time"},
 		{"log:\n  max_field_bytes: 10\n", "log.max_field_bytes"},
 	} {
 		_, err := ParseConfig("relay.yaml", []byte(tc.yaml))

@@ -18,6 +18,7 @@ import (
 type keyLineMap struct {
 	byKey  map[string]int
 	byLine map[int][]keyAt
+	values map[string]*yaml.Node // the value of each key
 }
 
 // keyAt is a key path and the node of its value.
@@ -28,8 +29,25 @@ type keyAt struct {
 
 func (m keyLineMap) line(key string) int { return m.byKey[key] }
 
+// nearestLine is the line of key or, when the file does not have it (a
+// required key left out), of its closest enclosing key: the rule or section
+// it is missing from. 0 when none of them is in the file.
+func (m keyLineMap) nearestLine(key string) int {
+	for key != "" {
+		if l, ok := m.byKey[key]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
 func keyLines(root *yaml.Node) keyLineMap {
-	m := keyLineMap{byKey: map[string]int{}, byLine: map[int][]keyAt{}}
+	m := keyLineMap{byKey: map[string]int{}, byLine: map[int][]keyAt{}, values: map[string]*yaml.Node{}}
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
 		switch n.Kind {
@@ -44,14 +62,14 @@ func keyLines(root *yaml.Node) keyLineMap {
 				if path != "" {
 					p = path + "." + k.Value
 				}
-				m.byKey[p] = k.Line
+				m.byKey[p], m.values[p] = k.Line, v
 				m.byLine[k.Line] = append(m.byLine[k.Line], keyAt{p, v})
 				walk(v, p)
 			}
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				p := fmt.Sprintf("%s[%d]", path, i)
-				m.byKey[p] = c.Line
+				m.byKey[p], m.values[p] = c.Line, c
 				m.byLine[c.Line] = append(m.byLine[c.Line], keyAt{p, c})
 				walk(c, p)
 			}

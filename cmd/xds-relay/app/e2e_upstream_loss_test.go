@@ -24,7 +24,7 @@ import (
 func TestE2EUpstreamFailover(t *testing.T) {
 	backup := startMgmt(t, "127.0.0.1:0")
 	backup.Set(t, "class-a", "b1", clusters("a", "b"))
-	f := startFixture(t, "class-a", clusters("a"), withConfig(func(cfg *app.Config) { cfg.Upstream.Addresses = []string{backup.Addr} }))
+	f := startFixture(t, "class-a", clusters("a"), withConfig(func(cfg *app.Config) { cfg.Upstream.Fallbacks = []string{backup.Addr} }))
 	primary := f.cp
 
 	c := f.sotw(t, "failover-1", "class-a")

@@ -43,6 +43,7 @@ type telemetry struct {
 	upstreamResps metric.Int64Counter
 	restarts      metric.Int64Counter
 	repeats       metric.Int64Counter
+	namesIgnored  metric.Int64Counter
 	fanout        metric.Float64Histogram
 
 	attrsMu sync.RWMutex
@@ -107,6 +108,8 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	t.restarts, e = m.Int64Counter("xds_relay_upstream_wildcard_restarts", metric.WithDescription("Upstream streams restarted at once to subscribe to a wildcard after explicit names, by class."))
 	keep(e)
 	t.repeats, e = m.Int64Counter("xds_relay_upstream_repeated_responses", metric.WithDescription("Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."))
+	keep(e)
+	t.namesIgnored, e = m.Int64Counter("xds_relay_upstream_names_ignored", metric.WithDescription("Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."))
 	keep(e)
 	t.fanout, e = m.Float64Histogram("xds_relay_fanout_duration", metric.WithDescription("Time from an upstream update to the last stream of a shard written, by type."), metric.WithUnit("s"))
 	keep(e)
@@ -301,6 +304,9 @@ func (t *telemetry) WildcardRestart(class string) {
 }
 func (t *telemetry) RepeatedResponse(class, typeURL string) {
 	t.repeats.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
+}
+func (t *telemetry) NamesIgnored(class, typeURL string) {
+	t.namesIgnored.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
 }
 
 // Fanout records one shard's fan-out of an update: in the histogram, and as
