@@ -15,9 +15,9 @@ import (
 )
 
 // authorizeType applies Options.AuthorizeType to a request's type URL.
-func (b *streamBase) authorizeType(typeURL string) error {
-	if auth := b.srv.opts.AuthorizeType; auth != nil {
-		return auth(b.ctx, typeURL)
+func (s *stream[S, Req]) authorizeType(typeURL string) error {
+	if auth := s.srv.opts.AuthorizeType; auth != nil {
+		return auth(s.ctx, typeURL)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ func (s *Server) TrackConnections(l net.Listener) net.Listener {
 }
 
 type trackingListener struct {
+	// Read-only after creation.
 	net.Listener
 	srv *Server
 }
@@ -30,10 +31,12 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 }
 
 type trackedConn struct {
+	// Read-only after creation.
 	net.Conn
-	srv  *Server
-	key  string
-	once sync.Once
+	srv *Server
+	key string // the remote address, its key in srv.conns
+
+	once sync.Once // the first Close forgets the connection (any goroutine)
 }
 
 func (c *trackedConn) Close() error {

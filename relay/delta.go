@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"time"
@@ -10,112 +9,79 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // deltaTransport is what a delta stream needs of a gRPC stream.
-type deltaTransport interface {
-	Context() context.Context
-	Recv() (*discoveryv3.DeltaDiscoveryRequest, error)
-	SendMsg(any) error
-}
+type deltaTransport = transport[*discoveryv3.DeltaDiscoveryRequest]
 
 var _ deltaTransport = (grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse])(nil)
 
-// deltaStream is one downstream incremental stream (delta ADS or per-type).
-// Whatever the upstream speaks, the client gets per-resource deltas: the
-// stream remembers which version of its shard the client holds and sends
-// only the difference.
+// deltaStream is one downstream incremental stream (delta ADS or per-type):
+// the stream core, and the delta protocol over it. Whatever the upstream
+// speaks, the client gets per-resource deltas: the stream remembers which
+// version of its shard the client holds and sends only the difference.
 type deltaStream struct {
-	streamBase
-	transport deltaTransport
+	stream[*deltaTypeSub, *discoveryv3.DeltaDiscoveryRequest]
 
-	types map[string]*deltaSub     // guarded by mu
-	queue responseQueue[*deltaSub] // guarded by mu
+	// Guarded by mu.
 	// holdTimer wakes the stream when a held parent removal's wait ends
-	// (see removalGate); guarded by mu, stopped when the stream ends.
+	// (see removalGate); stopped when the stream ends.
 	holdTimer *time.Timer
 }
 
-var _ shard.Watcher = (*deltaStream)(nil)
+var _ protocol[*deltaTypeSub, *discoveryv3.DeltaDiscoveryRequest] = (*deltaStream)(nil)
+
+// newDeltaStream returns a delta stream serving t for srv; a fake transport
+// (tests) is used as it is.
+func newDeltaStream(srv *Server, t deltaTransport, fixedType, variant string) *deltaStream {
+	st := &deltaStream{}
+	st.init(srv, decodingDelta(t), fixedType, variant, st)
+	return st
+}
 
 func (s *Server) serveDelta(t deltaTransport, fixedType, variant string) error {
-	st := &deltaStream{
-		streamBase: newStreamBase(s, t.Context(), fixedType, variant),
-		transport:  decodingDelta(t),
-		types:      map[string]*deltaSub{},
+	return newDeltaStream(s, t, fixedType, variant).serve()
+}
+
+// collectLocked implements protocol: it turns a queued shard version into
+// the delta the client lacks, or a heartbeat of the version it holds.
+func (s *deltaStream) collectLocked(e queued[*deltaTypeSub]) (wire.Stamped, drop.Reason) {
+	d := e.sub
+	if e.hb != nil {
+		// A TTL refresh, for a client holding exactly that version (one
+		// behind gets the TTLs with its update).
+		if len(d.over) != 0 || d.base == nil || d.base.Sum != e.hb.Response.Sum {
+			return wire.Stamped{}, drop.HeartbeatNotHeld
+		}
+		d.heartbeats++
+		return s.stampLocked(e.hb.DeltaBody(), &d.typeSubBase), 0
 	}
-	return s.track(st, &st.streamBase, st.run)
-}
-
-func (s *deltaStream) run() error {
-	s.out = s
-	return s.serve(
-		func() error { return readLoop(s.transport.Recv, s.handle) },
-		func() { s.stopHoldTimer(); releaseAll(&s.streamBase, s.types, s, s) })
-}
-
-// writeQueued implements queueWriter.
-func (s *deltaStream) writeQueued() error {
-	return flush(&s.streamBase, s.collect, s.transport.SendMsg)
-}
-
-// ShardChanged implements shard.Watcher.
-func (s *deltaStream) ShardChanged(sh *shard.Shard) {
-	shardChanged(&s.streamBase, s.types, &s.queue, sh)
-}
-
-// ShardHeartbeat implements shard.Watcher.
-func (s *deltaStream) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
-	shardHeartbeat(&s.streamBase, s.types, &s.queue, sh, hb)
-}
-
-// collect turns each queued shard version into the delta the client lacks.
-func (s *deltaStream) collect(out []outgoing) []outgoing {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue.drain(func(e queued[*deltaSub]) {
-		d := e.sub
-		if d.shard != e.shard || d.switching {
-			e.dropped() // a shard the client is leaving; the new one's state follows
-			return
-		}
-		if e.hb != nil {
-			// A TTL refresh, for a client holding exactly that version (one
-			// behind gets the TTLs with its update).
-			if len(d.over) == 0 && d.base != nil && d.base.Sum == e.hb.Response.Sum {
-				m, nonce := s.stampLocked(e.hb.DeltaBody(), d.typeURL)
-				d.nonce = nonce
-				d.heartbeats++
-				out = append(out, outgoing{m: m})
-			}
-			return
-		}
-		var gate *removalGate
-		if g, ok := s.removalGate(d); ok {
-			gate = &g
-		}
-		body, send := d.advance(e.resp, gate)
-		if gate != nil && !gate.armAt.IsZero() {
-			s.armHoldTimerLocked(gate.armAt)
-		}
-		if !send {
-			e.dropped()
-			return
-		}
-		m, nonce := s.stampLocked(body, d.typeURL)
-		d.nonce = nonce
-		d.pushes++
-		out = append(out, outgoing{m: m, settles: settle(e)})
-	})
-	if len(out) > 0 {
-		s.releaseHoldsLocked() // what was just written may free a held removal
+	var gate *removalGate
+	if g, ok := s.removalGate(d); ok {
+		gate = &g
 	}
-	return out
+	body, why := d.advance(e.resp, gate)
+	if gate != nil && !gate.armAt.IsZero() {
+		s.armHoldTimerLocked(gate.armAt)
+	}
+	if why != 0 {
+		return wire.Stamped{}, why
+	}
+	d.pushes++
+	return s.stampLocked(body, &d.typeSubBase), 0
 }
 
-// handle applies one request (reader goroutine only). Subscription changes
+// collectedLocked implements protocol: what was just collected may free a
+// held removal.
+func (s *deltaStream) collectedLocked() { s.releaseHoldsLocked() }
+
+// ending implements protocol: the removal timer stops.
+func (s *deltaStream) ending() { s.stopHoldTimer() }
+
+// handle implements protocol: it applies one request (reader goroutine). Subscription changes
 // are honoured whatever the nonce (spec: the server must honor changes to the
 // subscription state even if the nonce is stale).
 func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
@@ -136,16 +102,10 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	}
 
 	s.mu.Lock()
-	d := s.types[typeURL]
-	first := d == nil
-	if first {
-		if err := s.typeLimitLocked(len(s.types)); err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		d = newDeltaSub(typeURL)
-		s.types[typeURL] = d
-		s.srv.metrics.TypeSubscribed(s.variant, typeURL)
+	d, first, err := s.typeLocked(typeURL, newDeltaTypeSub)
+	if err != nil {
+		s.mu.Unlock()
+		return err
 	}
 	if n := req.GetResponseNonce(); wire.NonceIs(n, d.nonce) {
 		if e := req.GetErrorDetail(); e != nil {
@@ -160,7 +120,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 			s.srv.metrics.ClientACK(s.class.Name, typeURL)
 		}
 	} else if n != "" {
-		d.staleNonces++
+		s.staleLocked(d) // its ACK or NACK is ignored, its subscription change is not
 	}
 	d.apply(first, req)
 	if err := s.deltaNamesLimitLocked(len(req.GetInitialResourceVersions())); err != nil {
@@ -171,59 +131,36 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	old := d.shard
 	changed := first || d.retell || (old == nil) != sub.Empty() || old != nil && !old.Sub.Equal(sub)
 	d.retell = false
-	// The request's marks already describe the new subscription: until its
-	// shard is installed, nothing of the old one may be diffed against them.
-	d.switching = changed
-	s.mu.Unlock()
 	if !changed {
+		s.mu.Unlock()
 		return nil
 	}
-
-	var next *shard.Shard
-	if !sub.Empty() {
-		if old != nil && old.Sub.Equal(sub) {
-			next = old
-		} else if next, err = subscribe(s.class, typeURL, sub, s); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	d.shard, d.switching = next, false
-	if next != nil {
-		cur := next.Current()
-		if cur == nil && d.mustTell() {
-			// The spec's wildcard-unsubscribe exception needs an answer
-			// now, and the shard has none yet: by all the relay knows, the
-			// name is not there.
-			// Answer from what the client holds, so nothing else it holds
-			// is forgotten; from the empty state if it holds nothing yet.
-			cur = d.base
-			if cur == nil {
-				cur = &shard.Response{TypeURL: typeURL, Version: dedup.Version(0)}
+	// The request's marks already describe the new subscription: until its
+	// shard is installed, nothing of the old one may be diffed against them
+	// (unlockAndSwitch drops what the old shard queues meanwhile).
+	return s.unlockAndSwitch(d, old, sub, func(next *shard.Shard) {
+		if next != nil {
+			cur := next.Current()
+			if cur == nil && d.mustTell() {
+				// The spec's wildcard-unsubscribe exception needs an answer
+				// now, and the shard has none yet: by all the relay knows, the
+				// name is not there.
+				// Answer from what the client holds, so nothing else it holds
+				// is forgotten; from the empty state if it holds nothing yet.
+				cur = d.base
+				if cur == nil {
+					cur = &shard.Response{TypeURL: typeURL, Version: dedup.Version(0)}
+				}
 			}
+			s.pushLocked(d, next, cur, false)
 		}
-		s.queue.push(d, next, cur, false)
-		s.kickLocked()
-	}
-	s.releaseHoldsLocked() // the client may have dropped a held parent's children
-	s.mu.Unlock()
-	if old != nil && old != next {
-		s.class.Unsubscribe(old, s)
-	}
-	return nil
+		s.releaseHoldsLocked() // the client may have dropped a held parent's children
+	})
 }
 
-func (s *deltaStream) status() StreamStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.statusLocked()
-	out.Collapses = s.queue.collapses
-	for _, d := range s.types {
-		ts := TypeStatus{TypeURL: d.typeURL, Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names)),
-			SentVersion: versionOf(d.base), Nonce: wire.NonceString(d.nonce), Pushes: d.pushes, Heartbeats: d.heartbeats, ACKs: d.acks, NACKs: d.nacks,
-			LastNACK: d.lastNACK, StaleNonces: d.staleNonces}
-		out.Types = append(out.Types, ts)
-	}
-	sortTypes(out.Types)
-	return out
+// typeStatusLocked implements protocol.
+func (s *deltaStream) typeStatusLocked(d *deltaTypeSub) DownstreamTypeStatus {
+	ts := d.status()
+	ts.Wildcard, ts.Names, ts.SentVersion = d.wildcard, slices.Sorted(maps.Keys(d.names)), versionOf(d.base)
+	return ts
 }

@@ -1,16 +1,18 @@
 package relay
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
-	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-relay/xds-relay/shard"
 )
 
 // stallWatcher holds the class lock inside its first ShardChanged until
-// released, so a test can line up what waits for the lock behind it.
+// released, so a test can stop whatever needs the class meanwhile.
 type stallWatcher struct {
 	once    sync.Once
 	entered chan struct{}
@@ -31,80 +33,100 @@ func (w *stallWatcher) ShardChanged(*shard.Shard) {
 }
 
 // A name newly subscribed to, which exists, must never be reported removed,
-// even when an upstream update of the stream's current shard lands while
-// the relay is moving the stream to its new shard. The relay records the
-// new name ("send it, or report it removed if absent") before it holds the
-// new shard; an update of the old shard (which lacks the name) written in
-// between is diffed against that record, and with absence known the name is
-// reported removed, then sent a moment later. For a client this is a
-// spurious deletion (on-demand CDS would fail the request that asked).
+// even when a response of the stream's current shard is written while the
+// relay is moving the stream to its new shard. The relay records the new
+// name ("send it, or report it removed if absent") before it holds the new
+// shard; a response of the old shard (which lacks the name) written in
+// between would be diffed against that record, and with absence known the
+// name would be reported removed, then sent a moment later. For a client
+// this is a spurious deletion (on-demand CDS would fail the request that
+// asked).
 //
-// The interleaving is forced with watchers that hold the class lock: the
-// class lock is granted in arrival order, so the update of the old shard
-// (and then a stall) are served before the stream's subscription change.
+// The interleaving is forced, not timed: a watcher holds the class lock, so
+// the request stops in its shard switch (the stream shows it switching),
+// and the test runs the stream's writer right then.
 func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
-	h := newHarness(t)
+	srv, class, node := fuzzServer(false, false)
 	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
-	rt := func(name string, v int) *shard.Resource { return resource(t, RuntimeType, name, v) }
-	h.apply(EndpointType, true, ep("A", 1), ep("B", 1))
-	h.apply(RuntimeType, false, rt("R", 1), rt("S", 1))
-
-	w1, w2 := newStallWatcher(), newStallWatcher()
-	s1, err1 := h.class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w1)
-	s2, err2 := h.class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"S"}, false), w2)
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
+	class.Apply(EndpointType, []*shard.Resource{ep("A", 1), ep("B", 1)}, true)
+	class.Apply(RuntimeType, []*shard.Resource{resource(t, RuntimeType, "R", 1)}, false)
+	tr := &fuzzTransport[*deltaRequest]{ctx: context.Background(), fuzzSent: &fuzzSent{}}
+	st := newDeltaStream(srv, tr, "", variantDeltaADS)
+	defer st.release()
+	sent := func() []*deltaResponse {
+		t.Helper()
+		if err := st.writeQueued(); err != nil {
+			t.Fatal(err)
+		}
+		var out []*deltaResponse
+		for _, b := range tr.take() {
+			r := &deltaResponse{}
+			if err := proto.Unmarshal(b, r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
 	}
-	var once1, once2 sync.Once
-	release1 := func() { once1.Do(func() { close(w1.release) }) }
-	release2 := func() { once2.Do(func() { close(w2.release) }) }
-	var wg sync.WaitGroup
-	defer func() {
-		release1()
-		release2()
-		wg.Wait()
-		h.class.Unsubscribe(s1, w1)
-		h.class.Unsubscribe(s2, w2)
+	if err := st.handle(&deltaRequest{Node: node, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"A"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(); len(got) != 1 {
+		t.Fatalf("%d first responses, want 1", len(got))
+	}
+	// An update of the stream's shard [A], queued and not written yet.
+	class.Apply(EndpointType, []*shard.Resource{ep("A", 2), ep("B", 1)}, true)
+
+	w := newStallWatcher()
+	rs, err := class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { close(w.release) }) }
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		class.Apply(RuntimeType, []*shard.Resource{resource(t, RuntimeType, "R", 2)}, false)
 	}()
+	defer func() {
+		release()
+		<-applied
+		class.Unsubscribe(rs, w)
+	}()
+	<-w.entered // the class lock is held until release
 
-	c := h.deltaADS(t)
-	c.fenceType = SecretType
-	c.subscribe(EndpointType, "A")
-	r := c.nextOf(EndpointType)
-	wantDelta(t, r, nil, ep("A", 1))
-	c.ack(r)
-	c.fence()
-
-	wg.Add(3)
-	go func() { defer wg.Done(); h.apply(RuntimeType, false, rt("R", 2)) }() // holds the lock in w1
-	<-w1.entered
-	go func() { defer wg.Done(); h.apply(EndpointType, true, ep("A", 2), ep("B", 1)) }() // 1st in line
-	time.Sleep(50 * time.Millisecond)
-	go func() { defer wg.Done(); h.apply(RuntimeType, false, rt("S", 2)) }() // 2nd: holds the lock in w2
-	time.Sleep(50 * time.Millisecond)
-	c.subscribe(EndpointType, "B") // 3rd: the stream's move to shard [A B]
-	eventually(t, "the request handled up to the shard switch", func() bool {
-		return slices.Contains(h.typeStatus(t, EndpointType).Names, "B")
+	handled := make(chan error, 1)
+	go func() {
+		handled <- st.handle(&deltaRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"B"}})
+	}()
+	d := st.types[EndpointType]
+	eventually(t, "the request in its shard switch", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.switching == d
 	})
-	time.Sleep(50 * time.Millisecond)
-
-	release1() // the update of [A] is served, then w2 holds the lock
-	<-w2.entered
-	time.Sleep(100 * time.Millisecond) // the stream, still on [A], writes A's update
-	release2()
-
+	for _, r := range sent() { // the old shard's update, mid-switch
+		if len(r.RemovedResources) > 0 {
+			t.Fatalf("response %v removes %v; B exists and was just subscribed to", deltaNames(r), r.RemovedResources)
+		}
+	}
+	release()
+	if err := <-handled; err != nil {
+		t.Fatal(err)
+	}
 	got := map[string]bool{}
-	for !got["A"] || !got["B"] {
-		r := c.nextOf(EndpointType)
+	for _, r := range sent() {
 		if len(r.RemovedResources) > 0 {
 			t.Fatalf("response %v removes %v; B exists and was just subscribed to", deltaNames(r), r.RemovedResources)
 		}
 		for _, res := range r.Resources {
 			got[res.Name] = true
 		}
-		c.ack(r)
 	}
-	c.fence()
+	if !got["A"] || !got["B"] {
+		t.Fatalf("after the switch the client was sent %v, want A's update and B", got)
+	}
 }
 
 // Unsubscribing "*" keeps the explicit names; what the client held only

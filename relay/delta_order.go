@@ -23,9 +23,10 @@ import (
 // delayed.
 
 // removalGate decides, while one response of a parent type is written to a
-// delta stream, which parent removals wait. It lives on the writer's stack.
+// delta stream, which parent removals wait. It lives on the writer's stack
+// (owned by the writer goroutine), used with the stream's mu held.
 type removalGate struct {
-	parent, child *deltaSub
+	parent, child *deltaTypeSub
 	wait          time.Duration
 	now           time.Time // taken on first use
 	armAt         time.Time // the earliest deadline set by this gate (zero: none)
@@ -33,7 +34,7 @@ type removalGate struct {
 
 // removalGate returns the gate for writing d's responses, or false when no
 // removal of d's type waits (mu held).
-func (s *deltaStream) removalGate(d *deltaSub) (removalGate, bool) {
+func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 	wait := s.srv.opts.ParentRemovalWait
 	ct := shard.ChildType(d.typeURL)
 	if wait <= 0 || ct == "" {
@@ -50,7 +51,8 @@ func (s *deltaStream) removalGate(d *deltaSub) (removalGate, bool) {
 }
 
 // heldRemoval is a parent removal held back: until when, and the children
-// of the parent version the client holds.
+// of the parent version the client holds. Guarded by the stream's mu, as
+// the deltaTypeSub holding it.
 type heldRemoval struct {
 	until    time.Time
 	children []string
@@ -114,7 +116,7 @@ func (s *deltaStream) releaseHoldsLocked() {
 	var next time.Time
 	now := time.Now()
 	for _, d := range s.types {
-		if len(d.holds) == 0 || d.shard == nil || d.switching {
+		if len(d.holds) == 0 || d.shard == nil || d == s.switching {
 			continue
 		}
 		g, gated := s.removalGate(d)
@@ -131,10 +133,7 @@ func (s *deltaStream) releaseHoldsLocked() {
 			}
 		}
 		if release {
-			if s.queue.push(d, d.shard, d.shard.Current(), false) {
-				s.collapsed(s.queue.collapses)
-			}
-			s.kickLocked()
+			s.pushLocked(d, d.shard, d.shard.Current(), false)
 		}
 	}
 	if !next.IsZero() {
@@ -168,7 +167,7 @@ func (s *deltaStream) stopHoldTimer() {
 
 // pruneHolds forgets the waits of removals no longer claimed: written,
 // or the resource is back.
-func (d *deltaSub) pruneHolds() {
+func (d *deltaTypeSub) pruneHolds() {
 	for n := range d.holds {
 		if _, claimed := d.over[n]; !claimed {
 			delete(d.holds, n)

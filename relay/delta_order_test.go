@@ -161,7 +161,7 @@ func TestDeltaRemovalOrderAllocations(t *testing.T) {
 	applyDelta(class, EndpointType, []*shard.Resource{deltaResource(t, EndpointType, "e0", 1), deltaResource(t, EndpointType, "e1", 1)}, nil)
 
 	tr := &deltaCodecTransport{codecTransport{codec: wire.NewCodec()}}
-	st := &deltaStream{streamBase: newStreamBase(srv, tr.Context(), "", "delta-ads"), transport: tr, types: map[string]*deltaSub{}}
+	st := newDeltaStream(srv, tr, "", "delta-ads")
 	for _, req := range []*deltaRequest{
 		{Node: node, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}},
 		{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"e0"}},
@@ -171,7 +171,7 @@ func TestDeltaRemovalOrderAllocations(t *testing.T) {
 		}
 	}
 	flushDelta := func() {
-		if err := flush(&st.streamBase, st.collect, st.transport.SendMsg); err != nil {
+		if err := st.writeQueued(); err != nil {
 			t.Fatal(err)
 		}
 	}

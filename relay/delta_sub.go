@@ -6,6 +6,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -23,7 +24,7 @@ import (
 //	owedTell      unsubscribed while the wildcard covers it (the spec's
 //	              exception): send it if it exists, else report it removed
 //
-// Transitions (deltaSub.apply, forgetWildcardOnly, advance):
+// Transitions (deltaTypeSub.apply, forgetWildcardOnly, advance):
 //
 //	subscribe n                                 → owedSend
 //	first request declares v for n              → heldAt(v) (v empty: notHeld)
@@ -39,7 +40,7 @@ type override struct {
 }
 
 // overrideKind is the state of an override; an override is only ever
-// replaced whole (deltaSub.mark, advance's keep), never edited.
+// replaced whole (deltaTypeSub.mark, advance's keep), never edited.
 type overrideKind uint8
 
 const (
@@ -67,38 +68,32 @@ func (o override) owed() bool { return o.kind == owedSend || o.kind == owedTell 
 // at reports whether the client holds the name at version v.
 func (o override) at(v string) bool { return o.kind == heldAt && o.version == v }
 
-// deltaSub is a delta stream's state for one type URL. What the client holds
-// is base (a version of a shard, shared with every stream that holds it)
-// amended by over, which is empty for a client in sync: so a stream in sync
-// costs a pointer, however many resources it holds. Guarded by the stream's
-// mu; shard is written only by the stream's reader.
-type deltaSub struct {
-	typeURL  string
+// deltaTypeSub is a delta stream's state for one type URL. What the client
+// holds is base (a version of a shard, shared with every stream that holds
+// it) amended by over, which is empty for a client in sync: so a stream in
+// sync costs a pointer, however many resources it holds. Guarded by the
+// stream's mu; shard is written only by the stream's reader.
+type deltaTypeSub struct {
+	typeSubBase
 	wildcard bool
 	names    map[string]struct{} // explicit subscriptions
-	shard    *shard.Shard        // nil when subscribed to nothing
 
-	base      *shard.Response     // what the client holds, nil before the first response
-	over      map[string]override // what the client holds where it is not base; nil when empty
-	told      bool                // a response was sent for this type
-	retell    bool                // the last request changed what must be told (reader only)
-	switching bool                // between a request's marks and its shard's installation
+	base   *shard.Response     // what the client holds, nil before the first response
+	over   map[string]override // what the client holds where it is not base; nil when empty
+	told   bool                // a response was sent for this type
+	retell bool                // the last request changed what must be told (reader only)
 	// holds: removals of this parent type held back until the client no
 	// longer holds the removed resource's children, or a deadline (see
 	// removalGate); each name is still claimed in over. Nil when none.
 	holds map[string]heldRemoval
-
-	nonce                                        uint64 // last nonce sent; 0 before the first
-	acks, nacks, pushes, heartbeats, staleNonces int
-	lastNACK                                     string
 }
 
-func newDeltaSub(typeURL string) *deltaSub {
-	return &deltaSub{typeURL: typeURL, names: map[string]struct{}{}}
+func newDeltaTypeSub(typeURL string) *deltaTypeSub {
+	return &deltaTypeSub{typeSubBase: typeSubBase{typeURL: typeURL}, names: map[string]struct{}{}}
 }
 
 // mark sets what the client holds of name, overriding base.
-func (d *deltaSub) mark(name string, o override) {
+func (d *deltaTypeSub) mark(name string, o override) {
 	if d.over == nil {
 		d.over = map[string]override{}
 	}
@@ -114,7 +109,7 @@ func versionOf(r *shard.Response) string {
 
 // apply folds one request into the subscription (spec "Incremental xDS" and
 // "How the client specifies what resources to return").
-func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
+func (d *deltaTypeSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
 	if first && len(sub) == 0 && len(unsub) == 0 {
 		d.wildcard = true // legacy wildcard: the first request names nothing
@@ -176,7 +171,7 @@ func (d *deltaSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 
 // forgetWildcardOnly records that the client dropped what it held only
 // through the wildcard, so those names are not reported removed.
-func (d *deltaSub) forgetWildcardOnly() {
+func (d *deltaTypeSub) forgetWildcardOnly() {
 	for n, v := range d.over {
 		// Declared versions (initial_resource_versions) of names held only
 		// through the wildcard are dropped with it; so is the answer owed to
@@ -197,7 +192,7 @@ func (d *deltaSub) forgetWildcardOnly() {
 }
 
 // mustTell reports whether a name awaits the wildcard-unsubscribe answer.
-func (d *deltaSub) mustTell() bool {
+func (d *deltaTypeSub) mustTell() bool {
 	for _, o := range d.over {
 		if o.kind == owedTell {
 			return true
@@ -206,12 +201,12 @@ func (d *deltaSub) mustTell() bool {
 	return false
 }
 
-func (d *deltaSub) subscription() shard.Subscription {
+func (d *deltaTypeSub) subscription() shard.Subscription {
 	return shard.Subscription{Wildcard: d.wildcard, Names: slices.Sorted(maps.Keys(d.names))}
 }
 
 // held reports whether the client holds name (or is owed it).
-func (d *deltaSub) held(name string) bool {
+func (d *deltaTypeSub) held(name string) bool {
 	if o, ok := d.over[name]; ok {
 		return o.held()
 	}
@@ -225,7 +220,7 @@ func (d *deltaSub) held(name string) bool {
 // overridden returns the override of a resource, by its name or, when the
 // client subscribed by alias, by an alias; an answer owed wins over a held
 // version.
-func (d *deltaSub) overridden(r *shard.Resource) (override, bool) {
+func (d *deltaTypeSub) overridden(r *shard.Resource) (override, bool) {
 	o, ok := d.over[r.Name]
 	if ok && o.owed() {
 		return o, true
@@ -244,7 +239,7 @@ func (d *deltaSub) overridden(r *shard.Resource) (override, bool) {
 }
 
 // holdsCurrent reports whether the client holds r at r's version.
-func (d *deltaSub) holdsCurrent(r *shard.Resource) bool {
+func (d *deltaTypeSub) holdsCurrent(r *shard.Resource) bool {
 	if o, ok := d.overridden(r); ok {
 		return o.at(r.Version())
 	}
@@ -257,10 +252,12 @@ func (d *deltaSub) holdsCurrent(r *shard.Resource) bool {
 }
 
 // advance moves the client to shard version c and returns the nonce-less
-// response that does it; send is false when the client needs nothing. A client that
-// held c's previous version gets c's shared, once-encoded delta. Removals
-// the gate holds back (nil: none) are left out, and still claimed.
-func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body, send bool) {
+// response that does it, or why the client needs nothing: it holds c
+// already (drop.AlreadyHeld), or the difference is empty
+// (drop.EmptyResponse). A client that held c's previous version gets c's
+// shared, once-encoded delta. Removals the gate holds back (nil: none) are
+// left out, and still claimed.
+func (d *deltaTypeSub) advance(c *shard.Response, gate *removalGate) (body wire.Body, why drop.Reason) {
 	defer d.pruneHolds()
 	// The first answer to a wildcard subscription is sent even when empty:
 	// it tells the client the state it holds is complete.
@@ -269,22 +266,22 @@ func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body
 		// From nothing: every client starting here gets the same bytes.
 		d.base, d.over = c, nil
 		if len(c.Resources) == 0 && !d.wildcard {
-			return wire.Body{}, false
+			return wire.Body{}, drop.EmptyResponse
 		}
 		d.told = true
-		return c.DeltaFullBody(), true
+		return c.DeltaFullBody(), 0
 	}
 	if len(d.over) == 0 && d.base != nil && !mustAnswer {
 		if d.base.Sum == c.Sum {
-			return wire.Body{}, false
+			return wire.Body{}, drop.AlreadyHeld
 		}
 		if c.HasPrev && c.PrevSum == d.base.Sum && (len(c.Removed) == 0 || gate == nil || !gate.holdsAny(c.Removed)) {
 			d.base = c
 			if len(c.Changed) == 0 && len(c.Removed) == 0 {
-				return wire.Body{}, false
+				return wire.Body{}, drop.EmptyResponse
 			}
 			d.told = true
-			return c.DeltaBody(), true
+			return c.DeltaBody(), 0
 		}
 	}
 	changed, removed, keep := d.diffTo(c)
@@ -304,15 +301,15 @@ func (d *deltaSub) advance(c *shard.Response, gate *removalGate) (body wire.Body
 	}
 	d.base, d.over = c, keep
 	if len(changed) == 0 && len(removed) == 0 && !mustAnswer {
-		return wire.Body{}, false
+		return wire.Body{}, drop.EmptyResponse
 	}
 	d.told = true
-	return shard.EncodeDelta(d.typeURL, c.Version, changed, removed), true
+	return shard.EncodeDelta(d.typeURL, c.Version, changed, removed), 0
 }
 
 // claim is what the client holds of name, as over records it: the
 // override, else the version in base.
-func (d *deltaSub) claim(name string) override {
+func (d *deltaTypeSub) claim(name string) override {
 	if o, ok := d.over[name]; ok {
 		return o
 	}
@@ -326,7 +323,7 @@ func (d *deltaSub) claim(name string) override {
 
 // diffTo computes what the client lacks of c and what it must drop, and the
 // overrides still unresolved after that.
-func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed []string, keep map[string]override) {
+func (d *deltaTypeSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed []string, keep map[string]override) {
 	for _, r := range c.Resources {
 		if !d.holdsCurrent(r) {
 			changed = append(changed, r)
@@ -366,11 +363,3 @@ func (d *deltaSub) diffTo(c *shard.Response) (changed []*shard.Resource, removed
 	slices.Sort(removed)
 	return changed, removed, keep
 }
-
-func (d *deltaSub) detach() *shard.Shard {
-	sh := d.shard
-	d.shard = nil
-	return sh
-}
-
-func (d *deltaSub) subscribed() *shard.Shard { return d.shard }

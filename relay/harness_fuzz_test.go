@@ -21,8 +21,8 @@ import (
 
 // Shared machinery of FuzzSotWRequests and FuzzDeltaRequests: both decode
 // the fuzz input into a program of reader steps (one request handled by the
-// stream's real readLoop/handle), writer steps (the stream's real
-// flush/collect into a fake transport) and upstream steps (class updates),
+// stream's real read/handle), writer steps (the stream's real
+// writeQueued/collect into a fake transport) and upstream steps (class updates),
 // run it deterministically on one goroutine, and check invariants after
 // each step.
 

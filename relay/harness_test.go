@@ -214,7 +214,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // typeStatus returns the relay's view of typeURL on the only open stream.
-func (h *harness) typeStatus(t testing.TB, typeURL string) TypeStatus {
+func (h *harness) typeStatus(t testing.TB, typeURL string) DownstreamTypeStatus {
 	t.Helper()
 	streams := h.srv.Streams(0)
 	if len(streams) != 1 {
@@ -226,7 +226,7 @@ func (h *harness) typeStatus(t testing.TB, typeURL string) TypeStatus {
 		}
 	}
 	t.Fatalf("stream has no state for %s", typeURL)
-	return TypeStatus{}
+	return DownstreamTypeStatus{}
 }
 
 // shards returns the class's shards of typeURL.

@@ -52,7 +52,7 @@ func newHotPath(tb testing.TB, streams, clusters int) *hotPath {
 	h.apply(clusters)
 	for i := range streams {
 		tr := &codecTransport{codec: wire.NewCodec()}
-		st := &sotwStream{streamBase: newStreamBase(srv, tr.Context(), "", "ads"), transport: tr, types: map[string]*typeSub{}}
+		st := newSotWStream(srv, tr, "", "ads")
 		n := &corev3.Node{Id: "n" + strconv.Itoa(i), Cluster: node.GetCluster()}
 		if err := st.handle(&discoveryv3.DiscoveryRequest{Node: n, TypeUrl: clusterType}); err != nil {
 			tb.Fatal(err)
@@ -92,7 +92,7 @@ func (h *hotPath) apply(clusters int) {
 
 func (h *hotPath) flushAll(tb testing.TB) {
 	for _, st := range h.streams {
-		if err := flush(&st.streamBase, st.collect, st.transport.SendMsg); err != nil {
+		if err := st.writeQueued(); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -118,7 +118,7 @@ func TestSendCachedResponseAllocations(t *testing.T) {
 		st.mu.Lock()
 		st.queue.push(sub, sh, resps[i%2], false)
 		st.mu.Unlock()
-		if err := flush(&st.streamBase, st.collect, st.transport.SendMsg); err != nil {
+		if err := st.writeQueued(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -158,7 +158,7 @@ func BenchmarkSendCached(b *testing.B) {
 		st.mu.Lock()
 		st.queue.push(sub, sh, resps[i%2], false)
 		st.mu.Unlock()
-		if err := flush(&st.streamBase, st.collect, st.transport.SendMsg); err != nil {
+		if err := st.writeQueued(); err != nil {
 			b.Fatal(err)
 		}
 	}

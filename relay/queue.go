@@ -1,9 +1,13 @@
 package relay
 
-import "github.com/xds-relay/xds-relay/shard"
+import (
+	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/shard"
+)
 
 // queued is a shard response captured when the shard changed, waiting for a
-// stream's writer; S is the stream's per-type state.
+// stream's writer; S is the stream's per-type state. A value, guarded by
+// the stream's mu while queued.
 type queued[S comparable] struct {
 	sub   S
 	shard *shard.Shard
@@ -30,8 +34,13 @@ const maxPending = 64
 // the class's update order across types (make-before-break on ADS): a
 // response supersedes a queued one only when it is of the same type and
 // nothing was queued after it, so every step the upstream ordered across
-// types reaches the client in that order. Guarded by the stream's mu.
+// types reaches the client in that order. What it drops it counts in
+// drops.
 type responseQueue[S comparable] struct {
+	// Read-only after creation.
+	drops *drop.Counters // nil: not counted
+
+	// Guarded by the stream's mu.
 	entries   []queued[S]
 	collapses int // times the queue overflowed
 }
@@ -45,6 +54,7 @@ func (q *responseQueue[S]) push(sub S, sh *shard.Shard, resp *shard.Response, tr
 	e := queued[S]{sub: sub, shard: sh, resp: resp, tracked: tracked}
 	if n := len(q.entries); n > 0 && q.entries[n-1].sub == sub && q.entries[n-1].hb == nil {
 		q.entries[n-1].dropped()
+		q.drops.Add(drop.Superseded)
 		q.entries[n-1] = e
 		return false
 	}
@@ -73,6 +83,7 @@ func (q *responseQueue[S]) pushHeartbeat(sub S, sh *shard.Shard, hb *shard.Heart
 // as far as first-queued order allows. Heartbeats are dropped: the next
 // update carries the TTLs.
 func (q *responseQueue[S]) collapse() {
+	before := len(q.entries)
 	latest := map[S]queued[S]{}
 	var order []S
 	for _, e := range q.entries {
@@ -92,6 +103,7 @@ func (q *responseQueue[S]) collapse() {
 		q.entries = append(q.entries, latest[s])
 	}
 	q.collapses++
+	q.drops.AddN(drop.Collapsed, before-len(q.entries))
 }
 
 // drain calls f for each queued entry, in order, and empties the queue.
@@ -102,4 +114,12 @@ func (q *responseQueue[S]) drain(f func(queued[S])) {
 	}
 	clear(q.entries)
 	q.entries = q.entries[:0]
+}
+
+// discard settles every queued entry, empties the queue and returns how
+// many entries there were (the stream ended with them unwritten).
+func (q *responseQueue[S]) discard() int {
+	n := len(q.entries)
+	q.drain(queued[S].dropped)
+	return n
 }

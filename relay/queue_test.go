@@ -11,9 +11,9 @@ import (
 // queue past maxPending collapses to one entry per type, latest response,
 // first position.
 func TestQueueCoalescingAndCollapse(t *testing.T) {
-	cds := &typeSub{typeURL: ClusterType, shard: &shard.Shard{TypeURL: ClusterType}}
-	eds := &typeSub{typeURL: EndpointType, shard: &shard.Shard{TypeURL: EndpointType}}
-	var q responseQueue[*typeSub]
+	cds := &sotwTypeSub{typeSubBase: typeSubBase{typeURL: ClusterType, shard: &shard.Shard{TypeURL: ClusterType}}}
+	eds := &sotwTypeSub{typeSubBase: typeSubBase{typeURL: EndpointType, shard: &shard.Shard{TypeURL: EndpointType}}}
+	var q responseQueue[*sotwTypeSub]
 	resp := func(v string) *shard.Response { return &shard.Response{Version: v} }
 
 	q.push(cds, cds.shard, resp("c1"), false)
@@ -42,8 +42,8 @@ func TestQueueCoalescingAndCollapse(t *testing.T) {
 }
 
 // versions drains q and returns the queued responses' versions.
-func versions(q *responseQueue[*typeSub]) []string {
+func versions(q *responseQueue[*sotwTypeSub]) []string {
 	var out []string
-	q.drain(func(e queued[*typeSub]) { out = append(out, e.resp.Version) })
+	q.drain(func(e queued[*sotwTypeSub]) { out = append(out, e.resp.Version) })
 	return out
 }

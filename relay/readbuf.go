@@ -42,8 +42,11 @@ var readBufPool = sync.Pool{New: func() any { return new([readBufSize]byte) }}
 // one reader at a time (gRPC's per-connection reader goroutine); writes and
 // Close pass through and may run concurrently.
 type pooledReadConn struct {
+	// Read-only after creation.
 	net.Conn
-	raw  syscall.RawConn    // nil if the connection is not a socket: reads pass through
+	raw syscall.RawConn // nil if the connection is not a socket: reads pass through
+
+	// Owned by the reading goroutine (gRPC's one reader per connection).
 	buf  *[readBufSize]byte // held while buf[r:w] is unread, nil otherwise
 	r, w int
 }

@@ -259,7 +259,9 @@ func restJSON(body []byte) ([]byte, error) {
 }
 
 // restWatcher wakes one REST request when its shard changes (or gets a TTL
-// heartbeat, after which the request just checks again).
+// heartbeat, after which the request just checks again). Its signal is
+// safe for concurrent use: the class notifies, the request's goroutine
+// (restPoll, its owner) waits.
 type restWatcher struct{ sig dedup.Signal }
 
 var _ shard.Watcher = (*restWatcher)(nil)

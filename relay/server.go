@@ -32,6 +32,10 @@ type Options struct {
 	MaxResourceNames int
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
+	// Drops counts, by reason, what the streams did not send a client
+	// (superseded, collapsed, already held...); nil: not counted. The
+	// relay's upstream side may count into the same counters.
+	Drops *drop.Counters
 	// MaxStreams bounds concurrent streams (default 200000): more are
 	// refused with RESOURCE_EXHAUSTED so the client tries another relay.
 	MaxStreams int
@@ -75,8 +79,6 @@ type Options struct {
 	// (RouteConfiguration), which the client is told first (default 5s;
 	// negative: removals are never held). See removalGate.
 	ParentRemovalWait time.Duration
-	// Drops counts what the relay decides not to send, by reason (nil: not counted).
-	Drops *drop.Counters
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.
@@ -126,34 +128,30 @@ func (o Options) withDefaults() Options {
 
 // Server serves the xDS services to downstream clients from a shard.Registry.
 type Server struct {
-	// Set at construction, read-only.
+	// Read-only after creation.
 	registry *shard.Registry
 	log      *zap.Logger
 	opts     Options
 	metrics  Metrics
+	drops    *drop.Counters  // nil: not counted
 	clog     *clientlog.Gate // every client-triggered log line passes it
 
-	nextID atomic.Uint64
+	// Accessed atomically.
+	nextID atomic.Uint64 // the last stream id given
+	// conns: remote address -> *trackedConn (see TrackConnections);
+	// a sync.Map, safe for concurrent use.
+	conns sync.Map
 
 	mu      sync.Mutex
 	streams map[downstream]struct{} // guarded by mu
-
-	conns sync.Map // remote address -> *trackedConn (see TrackConnections)
 }
 
 // downstream is a client stream of any variant, as the server tracks it.
 type downstream interface {
 	streamID() uint64
-	status() StreamStatus
+	status() DownstreamStatus
 	closeStream()
 }
-
-func (b *streamBase) streamID() uint64 { return b.id }
-
-var (
-	_ downstream = (*sotwStream)(nil)
-	_ downstream = (*deltaStream)(nil)
-)
 
 // NewServer returns a server over registry.
 func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server {
@@ -163,6 +161,7 @@ func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server 
 		log:      log,
 		opts:     opts,
 		metrics:  opts.Metrics,
+		drops:    opts.Drops,
 		clog:     opts.ClientLog,
 		streams:  map[downstream]struct{}{},
 	}
@@ -199,35 +198,17 @@ func unknownMethod(_ any, stream grpc.ServerStream) error {
 	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 }
 
-func (s *Server) serveSotW(t sotwTransport, fixedType, variant string) error {
-	st := &sotwStream{
-		streamBase: newStreamBase(s, t.Context(), fixedType, variant),
-		transport:  decodingSotW(t),
-		types:      map[string]*typeSub{},
-	}
-	return s.track(st, &st.streamBase, st.run)
-}
-
-// track registers a stream for status while run serves it. The stream
-// forgets itself when its reader has released its subscriptions.
-func (s *Server) track(st downstream, b *streamBase, run func() error) error {
-	if b.ender == nil {
-		return errNoEnder
-	}
+// register tracks a stream for status while it is served, within
+// MaxStreams; forget ends that.
+func (s *Server) register(st downstream, variant string) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(s.streams) >= s.opts.MaxStreams {
-		s.mu.Unlock()
-		s.metrics.StreamClosed(b.variant, ReasonLimit)
+		s.metrics.StreamClosed(variant, ReasonLimit)
 		return status.Errorf(codes.ResourceExhausted, "xds-relay serves its limit of %d streams: try another relay", s.opts.MaxStreams)
 	}
 	s.streams[st] = struct{}{}
-	s.mu.Unlock()
-	s.metrics.StreamOpened(b.variant)
-	err := run()
-	reason := disconnectReason(err)
-	s.metrics.StreamClosed(b.variant, reason)
-	s.logStreamEnd(b, err, reason)
-	return err
+	return nil
 }
 
 // logStreamEnd logs why a stream ended: at info when the relay ended it for
@@ -235,7 +216,7 @@ func (s *Server) track(st downstream, b *streamBase, run func() error) error {
 // identity), so an operator sees refused clients without debug logging; at
 // debug when the client left or the relay drained it. Both are client
 // triggered, so both pass the client-log gate.
-func (s *Server) logStreamEnd(b *streamBase, err error, reason string) {
+func (s *Server) logStreamEnd(logger func() *zap.Logger, err error, reason string) {
 	refused := reason == ReasonInvalidRequest || reason == ReasonLimit || reason == ReasonDenied
 	if !refused && !s.log.Core().Enabled(zap.DebugLevel) {
 		return
@@ -249,10 +230,10 @@ func (s *Server) logStreamEnd(b *streamBase, err error, reason string) {
 		fields = append(fields, zap.Stringer("code", status.Code(err)), s.clog.String("error", status.Convert(err).Message()))
 	}
 	if refused {
-		b.logger().Info("stream ended by the relay", fields...)
+		logger().Info("stream ended by the relay", fields...)
 		return
 	}
-	b.logger().Debug("client left", fields...)
+	logger().Debug("client left", fields...)
 }
 
 func (s *Server) forget(st downstream) {
@@ -267,8 +248,9 @@ func (s *Server) logNACK(logger func() *zap.Logger, typeURL, version, msg string
 	}
 }
 
-// StreamStatus describes one downstream stream, for the admin endpoints.
-type StreamStatus struct {
+// DownstreamStatus describes one downstream stream, for the admin
+// endpoints.
+type DownstreamStatus struct {
 	ID      uint64    `json:"id"`
 	Variant string    `json:"variant"`
 	Peer    string    `json:"peer"`
@@ -278,12 +260,12 @@ type StreamStatus struct {
 	Bytes   int64     `json:"bytes_sent"`
 	// Collapses counts the times the stream's queue overflowed and the
 	// client was moved straight to the latest state.
-	Collapses int          `json:"queue_collapses"`
-	Types     []TypeStatus `json:"types"`
+	Collapses int                    `json:"queue_collapses"`
+	Types     []DownstreamTypeStatus `json:"types"`
 }
 
-// TypeStatus describes one type URL of a stream.
-type TypeStatus struct {
+// DownstreamTypeStatus describes one type URL of a downstream stream.
+type DownstreamTypeStatus struct {
 	TypeURL      string   `json:"type_url"`
 	Wildcard     bool     `json:"wildcard"`
 	Names        []string `json:"names,omitempty"`
@@ -300,7 +282,7 @@ type TypeStatus struct {
 
 // Streams returns the open downstream streams, by id; at most limit of them
 // (0: all).
-func (s *Server) Streams(limit int) []StreamStatus {
+func (s *Server) Streams(limit int) []DownstreamStatus {
 	s.mu.Lock()
 	streams := slices.Collect(maps.Keys(s.streams))
 	s.mu.Unlock()
@@ -308,7 +290,7 @@ func (s *Server) Streams(limit int) []StreamStatus {
 	if limit > 0 && len(streams) > limit {
 		streams = streams[:limit]
 	}
-	out := make([]StreamStatus, 0, len(streams))
+	out := make([]DownstreamStatus, 0, len(streams))
 	for _, st := range streams {
 		out = append(out, st.status())
 	}
@@ -322,8 +304,8 @@ func (s *Server) StreamCount() int {
 	return len(s.streams)
 }
 
-func sortTypes(ts []TypeStatus) {
-	slices.SortFunc(ts, func(a, b TypeStatus) int { return cmp.Compare(a.TypeURL, b.TypeURL) })
+func sortTypes(ts []DownstreamTypeStatus) {
+	slices.SortFunc(ts, func(a, b DownstreamTypeStatus) int { return cmp.Compare(a.TypeURL, b.TypeURL) })
 }
 
 // Drain ends every open stream with ErrDraining, spread evenly over period

@@ -27,10 +27,10 @@ const (
 
 // Stream variants, as reported in status.
 const (
-	variantADS        = "sotw-ads"
-	variantPerType    = "sotw"
-	variantDeltaADS   = "delta-ads"
-	variantDeltaPerTy = "delta"
+	variantSotWADS      = "sotw-ads"
+	variantSotWPerType  = "sotw"
+	variantDeltaADS     = "delta-ads"
+	variantDeltaPerType = "delta"
 )
 
 type (
@@ -58,7 +58,7 @@ type adsService struct {
 }
 
 func (a adsService) StreamAggregatedResources(st sotwStreamServer) error {
-	return a.srv.serveSotW(st, "", variantADS)
+	return a.srv.serveSotW(st, "", variantSotWADS)
 }
 
 func (a adsService) DeltaAggregatedResources(st deltaStreamServer) error {
@@ -71,11 +71,11 @@ type ldsService struct {
 }
 
 func (x ldsService) StreamListeners(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, ListenerType, variantPerType)
+	return x.srv.serveSotW(st, ListenerType, variantSotWPerType)
 }
 
 func (x ldsService) DeltaListeners(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, ListenerType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, ListenerType, variantDeltaPerType)
 }
 
 type rdsService struct {
@@ -84,11 +84,11 @@ type rdsService struct {
 }
 
 func (x rdsService) StreamRoutes(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, RouteType, variantPerType)
+	return x.srv.serveSotW(st, RouteType, variantSotWPerType)
 }
 
 func (x rdsService) DeltaRoutes(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, RouteType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, RouteType, variantDeltaPerType)
 }
 
 type srdsService struct {
@@ -97,11 +97,11 @@ type srdsService struct {
 }
 
 func (x srdsService) StreamScopedRoutes(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, ScopedRouteType, variantPerType)
+	return x.srv.serveSotW(st, ScopedRouteType, variantSotWPerType)
 }
 
 func (x srdsService) DeltaScopedRoutes(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, ScopedRouteType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, ScopedRouteType, variantDeltaPerType)
 }
 
 type cdsService struct {
@@ -110,11 +110,11 @@ type cdsService struct {
 }
 
 func (x cdsService) StreamClusters(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, ClusterType, variantPerType)
+	return x.srv.serveSotW(st, ClusterType, variantSotWPerType)
 }
 
 func (x cdsService) DeltaClusters(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, ClusterType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, ClusterType, variantDeltaPerType)
 }
 
 type edsService struct {
@@ -123,11 +123,11 @@ type edsService struct {
 }
 
 func (x edsService) StreamEndpoints(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, EndpointType, variantPerType)
+	return x.srv.serveSotW(st, EndpointType, variantSotWPerType)
 }
 
 func (x edsService) DeltaEndpoints(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, EndpointType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, EndpointType, variantDeltaPerType)
 }
 
 type sdsService struct {
@@ -136,11 +136,11 @@ type sdsService struct {
 }
 
 func (x sdsService) StreamSecrets(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, SecretType, variantPerType)
+	return x.srv.serveSotW(st, SecretType, variantSotWPerType)
 }
 
 func (x sdsService) DeltaSecrets(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, SecretType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, SecretType, variantDeltaPerType)
 }
 
 type rtdsService struct {
@@ -149,11 +149,11 @@ type rtdsService struct {
 }
 
 func (x rtdsService) StreamRuntime(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, RuntimeType, variantPerType)
+	return x.srv.serveSotW(st, RuntimeType, variantSotWPerType)
 }
 
 func (x rtdsService) DeltaRuntime(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, RuntimeType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, RuntimeType, variantDeltaPerType)
 }
 
 type vhdsService struct {
@@ -162,5 +162,5 @@ type vhdsService struct {
 }
 
 func (x vhdsService) DeltaVirtualHosts(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, VirtualHostType, variantDeltaPerTy)
+	return x.srv.serveDelta(st, VirtualHostType, variantDeltaPerType)
 }

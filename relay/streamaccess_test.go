@@ -52,42 +52,31 @@ func streamVariant(delta bool, fixedType string) string {
 
 // sotwUnderTest builds a SotW stream of srv on tr, ADS if fixedType is "".
 func sotwUnderTest(srv *Server, tr sotwTransport, fixedType string) underTest {
-	st := &sotwStream{streamBase: newStreamBase(srv, tr.Context(), fixedType, streamVariant(false, fixedType)),
-		transport: tr, types: map[string]*typeSub{}}
-	return newUnderTest(&st.streamBase, st.types, &st.queue, st, tr.Recv, func(ts *typeSub) typeView {
+	st := newSotWStream(srv, tr, fixedType, streamVariant(false, fixedType))
+	return newUnderTest(&st.stream, func(ts *sotwTypeSub) typeView {
 		return typeView{shard: ts.shard, sub: subOfShard(ts.shard), explicitSeen: ts.explicitSeen}
 	})
 }
 
 // deltaUnderTest builds a delta stream of srv on tr, ADS if fixedType is "".
 func deltaUnderTest(srv *Server, tr deltaTransport, fixedType string) underTest {
-	st := &deltaStream{streamBase: newStreamBase(srv, tr.Context(), fixedType, streamVariant(true, fixedType)),
-		transport: tr, types: map[string]*deltaSub{}}
-	return newUnderTest(&st.streamBase, st.types, &st.queue, st, tr.Recv, func(d *deltaSub) typeView {
+	st := newDeltaStream(srv, tr, fixedType, streamVariant(true, fixedType))
+	return newUnderTest(&st.stream, func(d *deltaTypeSub) typeView {
 		return typeView{shard: d.shard, sub: d.subscription()}
 	})
 }
 
-// driven is what newUnderTest needs of a stream of requests Req.
-type driven[Req any] interface {
-	shard.Watcher
-	downstream
-	handle(Req) error
-	writeQueued() error
-}
-
 // newUnderTest assembles the accessors of a stream of either protocol from
-// its base, its per-type states (each seen through view) and its queue.
-func newUnderTest[Req any, S shardHolder](b *streamBase, types map[string]S, q *responseQueue[S], st driven[Req],
-	recv func() (Req, error), view func(S) typeView) underTest {
-	return underTest{mu: &b.mu,
-		read:         func() error { return readLoop(recv, st.handle) },
+// its core, each per-type state seen through view.
+func newUnderTest[S perType, Req any](st *stream[S, Req], view func(S) typeView) underTest {
+	return underTest{mu: &st.mu,
+		read:         st.read,
 		write:        st.writeQueued,
-		release:      func() { releaseAll(b, types, st, st) },
-		queuedLocked: func() int { return len(q.entries) },
+		release:      st.release,
+		queuedLocked: func() int { return len(st.queue.entries) },
 		typesLocked: func() map[string]typeView {
 			out := map[string]typeView{}
-			for typeURL, s := range types {
+			for typeURL, s := range st.types {
 				out[typeURL] = view(s)
 			}
 			return out

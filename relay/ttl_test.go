@@ -68,7 +68,7 @@ func sameAny(t *testing.T, a *anypb.Any, r *shard.Resource) {
 }
 
 // streamStatus returns the relay's view of typeURL on the stream of node id.
-func streamStatus(t *testing.T, h *harness, id, typeURL string) TypeStatus {
+func streamStatus(t *testing.T, h *harness, id, typeURL string) DownstreamTypeStatus {
 	t.Helper()
 	for _, st := range h.srv.Streams(0) {
 		if st.Node != id {
@@ -81,7 +81,7 @@ func streamStatus(t *testing.T, h *harness, id, typeURL string) TypeStatus {
 		}
 	}
 	t.Fatalf("no stream of %s with state for %s", id, short(typeURL))
-	return TypeStatus{}
+	return DownstreamTypeStatus{}
 }
 
 func heartbeat(typeURL string, ttl []byte, names ...string) shard.Update {

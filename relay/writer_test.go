@@ -29,7 +29,7 @@ func goroutinesWith(frames ...string) int {
 	return n
 }
 
-const writerFrame = "relay.(*streamBase).write("
+const writerFrame = "relay.(*stream[...]).write("
 
 // A stream's writer runs only while something is queued: once the clients
 // hold every update, no writer goroutine is left, and an idle stream costs

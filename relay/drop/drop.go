@@ -23,10 +23,11 @@ const (
 	// exactly this version.
 	AlreadyHeld
 	// EmptyResponse: a delta response would carry no resource and no
-	// removal.
+	// removal, or a SotW response of a type without full-state semantics
+	// would carry no resource.
 	EmptyResponse
 	// HeartbeatNotHeld: a TTL heartbeat for a version the client does not
-	// hold.
+	// hold (SotW: has not ACKed, or a client that takes no TTLs).
 	HeartbeatNotHeld
 	// StreamEnded: queued responses left when the stream ended.
 	StreamEnded

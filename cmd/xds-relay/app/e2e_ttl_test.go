@@ -114,10 +114,10 @@ func waitHeartbeats(t *testing.T, c *adsClient, version string, n int) {
 }
 
 // streamTypeStatus reads /debug/streams: the CDS state of node id's stream.
-func streamTypeStatus(t *testing.T, ctx context.Context, r *app.Relay, id string) relay.TypeStatus {
+func streamTypeStatus(t *testing.T, ctx context.Context, r *app.Relay, id string) relay.DownstreamTypeStatus {
 	t.Helper()
 	var out struct {
-		Streams []relay.StreamStatus `json:"streams"`
+		Streams []relay.DownstreamStatus `json:"streams"`
 	}
 	getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/streams", &out)
 	for _, s := range out.Streams {
@@ -128,7 +128,7 @@ func streamTypeStatus(t *testing.T, ctx context.Context, r *app.Relay, id string
 		}
 	}
 	t.Fatalf("no CDS stream of %s in /debug/streams", id)
-	return relay.TypeStatus{}
+	return relay.DownstreamTypeStatus{}
 }
 
 // TestE2ETTLSotWHeartbeats: go-control-plane sends a cluster with a TTL and

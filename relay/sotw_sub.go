@@ -18,27 +18,22 @@ func nextSubscription(explicitSeen bool, names []string) (sub shard.Subscription
 	return shard.NewSubscription(names, false), true
 }
 
-// typeSub is a stream's state for one type URL. Guarded by the stream's mu;
-// shard is written only by the stream's reader.
-type typeSub struct {
-	typeURL      string
-	explicitSeen bool         // legacy wildcard no longer available
-	shard        *shard.Shard // nil when subscribed to nothing
-
-	nonce       uint64 // last nonce sent for this type; 0 before the first
-	sentVersion string // version of the last response sent (or known held)
-	force       bool   // send the shard's response even if sentVersion matches
+// sotwTypeSub is a SotW stream's state for one type URL. Guarded by the
+// stream's mu; shard is written only by the stream's reader.
+type sotwTypeSub struct {
+	typeSubBase
+	explicitSeen bool   // legacy wildcard no longer available
+	sentVersion  string // version of the last response sent (or known held)
+	force        bool   // send the shard's response even if sentVersion matches
 	// claimed: sentVersion is the version_info the client declared on its
 	// first request, not one the relay sent; it vouches for the content
 	// only where versions are content hashes.
-	claimed bool
-
+	claimed      bool
 	ackedVersion string
-	acks, nacks  int
-	lastNACK     string
-	staleNonces  int
-	pushes       int
-	heartbeats   int
+}
+
+func newSotWTypeSub(typeURL string) *sotwTypeSub {
+	return &sotwTypeSub{typeSubBase: typeSubBase{typeURL: typeURL}}
 }
 
 // updateSend decides, after the subscription of t changed from old (nil: no
@@ -53,7 +48,7 @@ type typeSub struct {
 //   - names only removed, or added names that do not exist (yet): nothing to
 //     send; the client already holds the rest, and a name that appears later
 //     changes the shard's version and is pushed then.
-func (t *typeSub) updateSend(first bool, old *shard.Shard, clientVersion string) {
+func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion string) {
 	cur := t.shard.Current()
 	sub := t.shard.Sub
 	switch {
@@ -82,11 +77,3 @@ func (t *typeSub) updateSend(first bool, old *shard.Shard, clientVersion string)
 		}
 	}
 }
-
-func (t *typeSub) detach() *shard.Shard {
-	sh := t.shard
-	t.shard = nil
-	return sh
-}
-
-func (t *typeSub) subscribed() *shard.Shard { return t.shard }
