@@ -1,0 +1,156 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+
+	"github.com/xds-relay/xds-relay/shard"
+)
+
+// sendGate holds the relay's next delta request that unsubscribes names,
+// once armed: it reports the attempt on entered and, given an error on
+// release, fails it with that error (as a send to an upstream that went
+// away does), or sends it given nil.
+type sendGate struct {
+	armed   atomic.Bool
+	entered chan struct{} // buffered 1
+	release chan error
+}
+
+func newSendGate() *sendGate {
+	return &sendGate{entered: make(chan struct{}, 1), release: make(chan error, 1)}
+}
+
+func (g *sendGate) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return gatedStream{ClientStream: cs, gate: g}, nil
+}
+
+type gatedStream struct {
+	grpc.ClientStream
+	gate *sendGate
+}
+
+func (s gatedStream) SendMsg(m any) error {
+	if r, ok := m.(*discoverygrpc.DeltaDiscoveryRequest); ok && len(r.GetResourceNamesUnsubscribe()) > 0 && s.gate.armed.CompareAndSwap(true, false) {
+		s.gate.entered <- struct{}{}
+		if err := <-s.gate.release; err != nil {
+			return err
+		}
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+// A subscription change whose send fails (the upstream went away) never
+// reached the class either: it still holds what it was to stop wanting. A
+// name wanted again before the next stream is then held, and the next
+// stream must claim it in initial_resource_versions: an upstream honouring
+// them (go-control-plane) reports a deletion only of what the stream
+// claims, so a name held and not claimed would never be reported deleted
+// (conformance linear/delta seed 9: a deleted Cluster kept by a client).
+func TestDeltaFailedUnsubscriptionKeepsClaims(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	gate := newSendGate()
+	class := newGatedDeltaClass(t, addr, gate)
+	w := nopWatcher{}
+	ab := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+
+	gate.armed.Store(true)
+	class.Unsubscribe(ab, w)
+	<-gate.entered // the relay is sending -[a b]
+	b := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"b"}, false), w)
+	if got := names(b); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("[b] = %v, want [b] from the class's table", got)
+	}
+	gate.release <- io.EOF // the send fails
+
+	again := srv.next(t)
+	r := again.request(t)
+	wantReq(t, r, shard.ClusterType, []string{"b"}, nil)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"b": "b1"}; !maps.Equal(got, want) {
+		t.Fatalf("initial_resource_versions = %v, want %v: the class holds b", got, want)
+	}
+	// b was deleted meanwhile: the upstream reports it for the claim.
+	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1", RemovedResources: []string{"b"}})
+	if ack := again.request(t); ack.GetResponseNonce() != "m1" {
+		t.Fatalf("want the ACK of m1, got %v", ack)
+	}
+	if got := names(b); len(got) != 0 {
+		t.Fatalf("[b] = %v after b's removal, want nothing", got)
+	}
+}
+
+// newGatedDeltaClass starts a delta upstream client whose requests pass
+// gate, and returns the class of one node.
+func newGatedDeltaClass(t *testing.T, addr string, gate *sendGate) *shard.Class {
+	t.Helper()
+	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: fastBackoff, Delta: true,
+		DialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(gate.intercept)}}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
+}
+
+// A name unsubscribed upstream that a shard subscribes to again while the
+// unsubscription is being sent stays in the class (the shard is served
+// from it), but the upstream has forgotten it: go-control-plane would
+// answer a "+[b]" on the same stream with nothing if b was deleted
+// meanwhile, and the relay would serve b for ever. The relay asks for b
+// on a new stream that claims it instead.
+func TestDeltaResubscribedDuringUnsubscriptionIsClaimed(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	gate := newSendGate()
+	class := newGatedDeltaClass(t, addr, gate)
+	w := nopWatcher{}
+	ab := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+
+	gate.armed.Store(true)
+	class.Unsubscribe(ab, w)
+	<-gate.entered // the relay is sending -[a b]
+	b := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"b"}, false), w)
+	gate.release <- nil // it reaches the upstream
+	wantReq(t, ds.request(t), shard.ClusterType, nil, []string{"a", "b"})
+
+	// Not "+[b]" on this stream: a new stream claiming b.
+	again := srv.next(t)
+	r := again.request(t)
+	wantReq(t, r, shard.ClusterType, []string{"b"}, nil)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"b": "b1"}; !maps.Equal(got, want) {
+		t.Fatalf("initial_resource_versions = %v, want %v: the class holds b", got, want)
+	}
+	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1", RemovedResources: []string{"b"}})
+	if ack := again.request(t); ack.GetResponseNonce() != "m1" {
+		t.Fatalf("want the ACK of m1, got %v", ack)
+	}
+	if got := names(b); len(got) != 0 {
+		t.Fatalf("[b] = %v after b's removal, want nothing", got)
+	}
+}
