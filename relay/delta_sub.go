@@ -22,7 +22,9 @@ import (
 //	owedSend      (re)subscribed: send it if it exists; report it removed
 //	              once it is known not to
 //	owedTell      unsubscribed while the wildcard covers it (the spec's
-//	              exception): send it if it exists, else report it removed
+//	              exception): send it if it exists, else report it removed,
+//	              with the shard's first answer (never from a shard that
+//	              has none: the relay does not know yet)
 //
 // Transitions (deltaTypeSub.apply, forgetWildcardOnly, advance):
 //
@@ -47,7 +49,7 @@ const (
 	notHeld  overrideKind = iota // the zero override
 	heldAt                       // with the version held (see holding)
 	owedSend                     // sent if it exists, else removed once known absent
-	owedTell                     // sent if it exists, else removed now
+	owedTell                     // sent if it exists, else removed with the next answer
 )
 
 // holding is the override of a client holding version v; an empty version
@@ -189,16 +191,6 @@ func (d *deltaTypeSub) forgetWildcardOnly() {
 			d.mark(n, override{})
 		}
 	}
-}
-
-// mustTell reports whether a name awaits the wildcard-unsubscribe answer.
-func (d *deltaTypeSub) mustTell() bool {
-	for _, o := range d.over {
-		if o.kind == owedTell {
-			return true
-		}
-	}
-	return false
 }
 
 func (d *deltaTypeSub) subscription() shard.Subscription {
