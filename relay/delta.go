@@ -107,6 +107,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		return err
 	}
 	if n := req.GetResponseNonce(); wire.NonceIs(n, d.nonce) {
+		d.answered = d.nonce
 		if e := req.GetErrorDetail(); e != nil {
 			// The client keeps what it had; the rejected versions are not
 			// re-sent, a later version of those resources is.
