@@ -195,3 +195,24 @@ func TestDeltaWildcardUnsubscribeException(t *testing.T) {
 		wantDelta(t, c.nextOf(ClusterType), nil, x)
 	})
 }
+
+// The exception's answer waits for the shard's: on a new stream whose shard
+// has no upstream answer yet, the relay does not know whether the name
+// unsubscribed exists. Told from the empty state, a reconnecting client
+// would hear that A, which it declared and which exists, was removed, and
+// get it again a moment later once the upstream answers.
+func TestDeltaWildcardUnsubscribeWaitsForAnswer(t *testing.T) {
+	h := newHarness(t)
+	a, b := resource(t, ClusterType, "A", 1), resource(t, ClusterType, "B", 1)
+	c := h.deltaADS(t)
+	c.send(&deltaRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*", "A"},
+		InitialResourceVersions: map[string]string{"A": a.Version(), "B": b.Version()}})
+	c.unsubscribe(ClusterType, "A")
+	c.fence() // nothing is known of the type yet: nothing to say
+
+	h.apply(ClusterType, true, a, b)
+	// A is still covered by the wildcard: sent (the client dropped it with
+	// the unsubscription); B is held at its version.
+	c.ackNext(ClusterType, nil, a)
+	c.fence()
+}
