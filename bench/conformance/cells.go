@@ -9,9 +9,6 @@ import (
 // The reasons cells exclude features by default: divergences found and
 // not fixed (docs/conformance.md; shrunk schedules under testdata).
 const (
-	// whyMixLinearDelta: see testdata/linear-delta-wildcard-after-restart.json.
-	whyMixLinearDelta = "open: once in 25 schedules, a SotW wildcard re-sent on a reconnect after names, behind a " +
-		"control-plane restart with linear caches and a delta upstream, ends holding nothing"
 	// whyFileStale: see testdata/file-stale-generation.json.
 	whyFileStale = "unclassified: after a deletion a SotW client of the file cell can keep a RouteConfiguration at a " +
 		"generation the source replaced a quiet point earlier; the quiet point does not wait for the source's " +
@@ -27,7 +24,7 @@ func Cells() []Cell {
 		{Name: "snapshot/sotw", Upstream: UpSnapshot},
 		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true},
 		{Name: "linear/sotw", Upstream: UpLinear},
-		{Name: "linear/delta", Upstream: UpLinear, Delta: true, Exclude: map[Feature]string{FMix: whyMixLinearDelta}},
+		{Name: "linear/delta", Upstream: UpLinear, Delta: true},
 		{Name: "file", Upstream: UpFile, Exclude: map[Feature]string{FDelete: whyFileStale}},
 		{Name: "chain/sotw", Upstream: UpChain},
 		{Name: "chain/delta", Upstream: UpChain, Delta: true},
