@@ -11,7 +11,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
@@ -78,15 +77,6 @@ func (h *handADS) request(t *testing.T, ctx context.Context) *discoveryv3.Discov
 	}
 }
 
-func mustAny(t *testing.T, m proto.Message) *anypb.Any {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 // TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients sends the relay,
 // from a hand-made control plane speaking the real protocol, responses that
 // must be rejected: the relay NACKs each one upstream (error_detail set, the
@@ -141,21 +131,21 @@ func TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients(t *testing.T) {
 		}
 	}
 
-	good1 := mustAny(t, edsCluster("alpha"))
+	good1 := xdstest.MustAny(t, edsCluster("alpha"))
 	send("v1", "n1", good1)
 	expect("n1", "v1", false)
 	expectClients("alpha")
 
-	endpointAny := mustAny(t, &endpointv3.ClusterLoadAssignment{ClusterName: "sneaky"})
+	endpointAny := xdstest.MustAny(t, &endpointv3.ClusterLoadAssignment{ClusterName: "sneaky"})
 	garbage := &anypb.Any{TypeUrl: resource.ClusterType, Value: []byte{0x0a, 0x05, 'b', 'r', 'o', 'k', 'e', 0x12, 0xff}}
 	bad := []struct {
 		name      string
 		resources []*anypb.Any
 	}{
 		{"Any type differs from the response type", []*anypb.Any{good1, endpointAny}},
-		{"duplicate resource name", []*anypb.Any{good1, mustAny(t, edsCluster("beta")), mustAny(t, edsCluster("beta"))}},
+		{"duplicate resource name", []*anypb.Any{good1, xdstest.MustAny(t, edsCluster("beta")), xdstest.MustAny(t, edsCluster("beta"))}},
 		{"truncated resource", []*anypb.Any{good1, garbage}},
-		{"resource without a name", []*anypb.Any{good1, mustAny(t, &clusterv3.Cluster{})}},
+		{"resource without a name", []*anypb.Any{good1, xdstest.MustAny(t, &clusterv3.Cluster{})}},
 	}
 	for i, b := range bad {
 		nonce := "bad-" + string(rune('a'+i))
@@ -167,7 +157,7 @@ func TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients(t *testing.T) {
 	}
 
 	// Barrier: the next good response is the next thing clients see.
-	send("v2", "n2", good1, mustAny(t, edsCluster("gamma")))
+	send("v2", "n2", good1, xdstest.MustAny(t, edsCluster("gamma")))
 	expect("n2", "v2", false)
 	expectClients("alpha", "gamma")
 	for _, c := range []*adsClient{c1, c2} {
