@@ -210,11 +210,8 @@ func deltaTTL(t *testing.T, name, version string, ttl time.Duration) *discoveryg
 // is a heartbeat (ACKed, no change, forwarded to watchers); a new TTL is a
 // change.
 func TestTTLDeltaUpstream(t *testing.T) {
-	srv, addr := startScriptedDelta(t)
-	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	rec := &recWatcher{}
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, rec)
-	ds := srv.next(t)
+	_, _, sh, ds := startDeltaCDS(t, rec)
 	first := ds.request(t)
 	wantFeatures(t, first.GetNode().GetClientFeatures())
 
