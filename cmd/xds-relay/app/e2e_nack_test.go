@@ -57,23 +57,25 @@ func startHandADS(t *testing.T) (*handADS, string) {
 // stream returns the next upstream stream the relay opens.
 func (h *handADS) stream(t *testing.T, ctx context.Context) grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse] {
 	t.Helper()
-	select {
-	case st := <-h.streams:
-		return st
-	case <-ctx.Done():
-		t.Fatal("the relay never opened an upstream stream")
-		return nil
-	}
+	return receive(t, ctx, h.streams, "the relay never opened an upstream stream")
 }
 
 func (h *handADS) request(t *testing.T, ctx context.Context) *discoveryv3.DiscoveryRequest {
 	t.Helper()
+	return receive(t, ctx, h.reqs, "timed out waiting for a request from the relay")
+}
+
+// receive returns the next value of ch, failing the test with msg if ctx
+// ends first.
+func receive[T any](t *testing.T, ctx context.Context, ch <-chan T, msg string) T {
+	t.Helper()
 	select {
-	case req := <-h.reqs:
-		return req
+	case v := <-ch:
+		return v
 	case <-ctx.Done():
-		t.Fatal("timed out waiting for a request from the relay")
-		return nil
+		t.Fatal(msg)
+		var zero T
+		return zero
 	}
 }
 
