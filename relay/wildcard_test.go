@@ -54,17 +54,25 @@ func TestWildcardForms(t *testing.T) {
 	wantResources(t, lc.nextOf(ListenerType), l)
 }
 
-// Nothing is sent before the class has data for the type; then Cluster gets
-// its full state, even when that is empty.
+// Nothing is sent before the class has data for the type; then the first
+// answer is sent even when there is nothing: for SotW, the full state of a
+// Listener or Cluster subscription; for delta, the answer to a wildcard (it
+// tells the client its empty state is complete).
 func TestFirstResponseWaitsForData(t *testing.T) {
-	h := newHarness(t)
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	c.fence()
-	h.apply(ClusterType, true)
-	c.ackNext(ClusterType)
-	a := h.put(t, ClusterType, false, "A", 1)
-	wantResources(t, c.nextOf(ClusterType), a)
+	for _, p := range protocols {
+		for _, typeURL := range []string{ClusterType, ListenerType} {
+			t.Run(p.name+"/"+short(typeURL), func(t *testing.T) {
+				h := newHarness(t)
+				c := p.ads(h, t)
+				c.subscribe(typeURL)
+				c.fence()
+				h.apply(typeURL, true)
+				c.wantNextACK(typeURL)
+				a := h.put(t, typeURL, true, "A", 1)
+				c.wantNext(typeURL, a)
+			})
+		}
+	}
 }
 
 // The four-step SotW example of the spec ("How the client specifies what
