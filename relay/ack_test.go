@@ -52,6 +52,20 @@ func TestACKDoesNotResendPerType(t *testing.T) {
 	c.expectNothing(quietWindow)
 }
 
+// ackedCDSAndEDS opens an ADS client that subscribes to every cluster, then
+// to endpoints A, ACKing each first response; it returns the client and its
+// CDS response.
+func (h *harness) ackedCDSAndEDS(t *testing.T) (*client, *response) {
+	t.Helper()
+	c := h.ads(t)
+	c.subscribe(ClusterType)
+	r1 := c.nextOf(ClusterType)
+	c.ack(r1)
+	c.subscribe(EndpointType, "A")
+	c.ack(c.nextOf(EndpointType))
+	return c, r1
+}
+
 // A NACKed version is not resent; the next different version is.
 func TestNACKDoesNotResendRejectedVersion(t *testing.T) {
 	h := newHarness(t)
@@ -59,12 +73,7 @@ func TestNACKDoesNotResendRejectedVersion(t *testing.T) {
 	h.apply(ClusterType, true, a1)
 	h.apply(EndpointType, true, e1)
 
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	r1 := c.nextOf(ClusterType)
-	c.ack(r1)
-	c.subscribe(EndpointType, "A")
-	c.ack(c.nextOf(EndpointType))
+	c, r1 := h.ackedCDSAndEDS(t)
 
 	a2 := h.put(t, ClusterType, false, "A", 2)
 	r2 := c.nextOf(ClusterType)
@@ -169,12 +178,7 @@ func TestIdenticalContentNotPushed(t *testing.T) {
 	h.apply(ClusterType, true, resource(t, ClusterType, "A", 1), resource(t, ClusterType, "B", 1))
 	h.apply(EndpointType, true, resource(t, EndpointType, "A", 1), resource(t, EndpointType, "B", 1))
 
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	r1 := c.nextOf(ClusterType)
-	c.ack(r1)
-	c.subscribe(EndpointType, "A")
-	c.ack(c.nextOf(EndpointType))
+	c, r1 := h.ackedCDSAndEDS(t)
 
 	// Fresh Resource values with the same bytes.
 	h.apply(ClusterType, true, resource(t, ClusterType, "B", 1), resource(t, ClusterType, "A", 1))

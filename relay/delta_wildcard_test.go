@@ -62,20 +62,6 @@ func TestDeltaWildcard(t *testing.T) {
 	}
 }
 
-// The first answer to a wildcard subscription is sent even when there is
-// nothing (it tells the client its empty state is complete), but not before
-// the class has data for the type.
-func TestDeltaWildcardFirstResponseEmpty(t *testing.T) {
-	h := newHarness(t)
-	c := h.deltaADS(t)
-	c.subscribe(ListenerType)
-	c.fence()
-	h.apply(ListenerType, true)
-	c.ackNext(ListenerType, nil)
-	l := h.put(t, ListenerType, true, "L", 1)
-	wantDelta(t, c.nextOf(ListenerType), nil, l)
-}
-
 // A wildcard added to a stream that already holds, by name, everything
 // the wildcard covers is answered all the same, with nothing in it: the
 // answer is what tells the client (a relay below this one, waiting for its
