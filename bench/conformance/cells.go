@@ -6,15 +6,6 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// The reasons cells exclude features by default: divergences found and
-// not fixed (docs/conformance.md; shrunk schedules under testdata).
-const (
-	// whyFileStale: see testdata/file-stale-generation.json.
-	whyFileStale = "unclassified: after a deletion a SotW client of the file cell can keep a RouteConfiguration at a " +
-		"generation the source replaced a quiet point earlier; the quiet point does not wait for the source's " +
-		"debounced reload, so the relay may never have loaded that generation (suspected engine timing, not confirmed)"
-)
-
 // Cells is the matrix of upstreams, in the order the test runs them, each
 // with the features it excludes by default and why.
 func Cells() []Cell {
@@ -25,7 +16,7 @@ func Cells() []Cell {
 		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true},
 		{Name: "linear/sotw", Upstream: UpLinear},
 		{Name: "linear/delta", Upstream: UpLinear, Delta: true},
-		{Name: "file", Upstream: UpFile, Exclude: map[Feature]string{FDelete: whyFileStale}},
+		{Name: "file", Upstream: UpFile},
 		{Name: "chain/sotw", Upstream: UpChain},
 		{Name: "chain/delta", Upstream: UpChain, Delta: true},
 	}
