@@ -67,7 +67,7 @@ func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
 		onInterest = func(string) {}
 	}
 	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{},
-		nodeBytes: proto.Size(node)}
+		nodeBytes: proto.Size(node), lingering: shardLinger{max: MaxLingeringShards}}
 }
 
 func (c *Class) table(typeURL string) *table {

@@ -19,14 +19,23 @@ import (
 // left it. It gives way to live subscriptions that the class's Limits would
 // otherwise refuse (admitEvicting), oldest first.
 
+// MaxLingeringShards bounds the shards lingering in one class: one more
+// evicts the oldest. Streams sharing a subscription share its shard, so a
+// rolling restart lingers a shard per distinct subscription, not per
+// client; the bound is for clients that end streams with ever new ones.
+const MaxLingeringShards = 4096
+
 // shardLinger is a class's queue of lingering shards. Every shard lingers
 // for the same duration, so the queue, oldest first, is in expiry order;
-// each shard is in it at most once (Shard.lingering), so it is bounded by
-// the class's shards. One timer per class is armed while the queue is not
-// empty: its goroutine (time.AfterFunc) only takes the class lock, removes
-// the shards whose linger passed and re-arms itself for the next. It is
-// stopped when the class is freed or its registry closed (stop).
+// each shard is in it at most once (Shard.lingering), and it holds at most
+// max. One timer per class is armed while the queue is not empty: its
+// goroutine (time.AfterFunc) only takes the class lock, removes the shards
+// whose linger passed and re-arms itself for the next. It is stopped when
+// the class is freed or its registry closed (stop).
 type shardLinger struct {
+	// Read-only after creation.
+	max int // MaxLingeringShards, or less in tests
+
 	// Guarded by Class.mu.
 	queue   list.List   // of *lingerEntry, oldest first
 	timer   *time.Timer // armed for the front's expiry; nil when none is
@@ -63,7 +72,8 @@ func (q *shardLinger) stop() {
 
 // Leave removes w from s as its stream ended. A shard left by its last
 // watcher lingers for the class's linger, keeping its names in the
-// upstream interest, unless a stream subscribes to it again meanwhile;
+// upstream interest, unless a stream subscribes to it again meanwhile or
+// MaxLingeringShards newer ones evict it;
 // without a linger (or once the registry is closed) it goes at once, as
 // with Unsubscribe. A stream changing its subscription uses Unsubscribe.
 func (c *Class) Leave(s *Shard, w Watcher) {
@@ -76,6 +86,9 @@ func (c *Class) Leave(s *Shard, w Watcher) {
 	if c.shardLinger <= 0 || c.lingering.stopped {
 		c.removeShardLocked(s)
 		return
+	}
+	if c.lingering.queue.Len() >= c.lingering.max {
+		c.evictLocked(c.lingering.queue.Front().Value.(*lingerEntry).s)
 	}
 	until := time.Now().Add(c.shardLinger)
 	s.lingering = c.lingering.queue.PushBack(&lingerEntry{s: s, until: until})

@@ -300,3 +300,24 @@ func TestLeaveRacesLinger(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The lingering shards of a class are bounded: one more evicts the oldest,
+// narrowing the upstream interest at once.
+func TestLingeringShardsBounded(t *testing.T) {
+	_, c, _, changes := lingerClass(t, time.Hour, Limits{})
+	c.lingering.max = 2
+	var left []*Shard
+	for _, n := range []string{"a", "b", "c"} {
+		w := &recorder{}
+		s := c.Subscribe(edsType, NewSubscription([]string{n}, false), w)
+		changes()
+		c.Leave(s, w)
+		left = append(left, s)
+	}
+	if got := shardsOf(c, edsType); len(got) != 2 || slices.Contains(got, left[0]) {
+		t.Fatalf("%d shards lingering, want 2 without the oldest", len(got))
+	}
+	if got := c.Interest(edsType).Names; !slices.Equal(got, []string{"b", "c"}) || len(changes()) != 1 {
+		t.Fatalf("interest %v, want [b c], narrowed once", got)
+	}
+}
