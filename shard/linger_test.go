@@ -2,7 +2,6 @@ package shard
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -281,24 +280,18 @@ func TestIdleClassDropsWithLingeringShards(t *testing.T) {
 // the class consistent (for -race).
 func TestLeaveRacesLinger(t *testing.T) {
 	_, c, _, _ := lingerClass(t, time.Microsecond, Limits{MaxNamesPerType: 8})
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := &recorder{}
-			for i := range 300 {
-				sub := NewSubscription([]string{names("n", 8)[(g+i)%8]}, false)
-				s, err := c.TrySubscribe(edsType, sub, w)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				c.Leave(s, w)
+	concurrently(4, func(g int) {
+		w := &recorder{}
+		for i := range 300 {
+			sub := NewSubscription([]string{names("n", 8)[(g+i)%8]}, false)
+			s, err := c.TrySubscribe(edsType, sub, w)
+			if err != nil {
+				t.Error(err)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			c.Leave(s, w)
+		}
+	})
 }
 
 // The lingering shards of a class are bounded: one more evicts the oldest,
