@@ -40,8 +40,9 @@ func startLimitServer() (*limitServer, error) {
 	// gRPC itself costs configured as the relay configures it.
 	opts := append(relay.TransportOptions(), grpc.ForceServerCodecV2(wire.NewCodec()), grpc.MaxConcurrentStreams(1<<20))
 	s.grpcSrv = grpc.NewServer(opts...)
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpcSrv, limitADS{s: s})
-	clusterservice.RegisterClusterDiscoveryServiceServer(s.grpcSrv, limitCDS{s: s})
+	for _, gen := range []*grpc.ServiceDesc{&discoverygrpc.AggregatedDiscoveryService_ServiceDesc, &clusterservice.ClusterDiscoveryService_ServiceDesc} {
+		s.grpcSrv.RegisterService(s.serviceDesc(gen), s)
+	}
 	go func() {
 		defer close(s.done)
 		_ = s.grpcSrv.Serve(relay.BufferReads(lis))
@@ -135,28 +136,15 @@ func requestClass(b []byte, delta bool) int {
 	return k
 }
 
-type limitADS struct {
-	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
-	s *limitServer
-}
-
-func (a limitADS) StreamAggregatedResources(st discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
-	return a.s.serve(st, false)
-}
-
-func (a limitADS) DeltaAggregatedResources(st discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	return a.s.serve(st, true)
-}
-
-type limitCDS struct {
-	clusterservice.UnimplementedClusterDiscoveryServiceServer
-	s *limitServer
-}
-
-func (c limitCDS) StreamClusters(st clusterservice.ClusterDiscoveryService_StreamClustersServer) error {
-	return c.s.serve(st, false)
-}
-
-func (c limitCDS) DeltaClusters(st clusterservice.ClusterDiscoveryService_DeltaClustersServer) error {
-	return c.s.serve(st, true)
+// serviceDesc describes the service of gen (only read) with its streams
+// served by serve: Delta* as delta, the others as SotW. Unary methods are
+// not served.
+func (s *limitServer) serviceDesc(gen *grpc.ServiceDesc) *grpc.ServiceDesc {
+	d := &grpc.ServiceDesc{ServiceName: gen.ServiceName, HandlerType: (*any)(nil), Metadata: gen.Metadata}
+	for _, st := range gen.Streams {
+		delta := strings.HasPrefix(st.StreamName, "Delta")
+		d.Streams = append(d.Streams, grpc.StreamDesc{StreamName: st.StreamName, ServerStreams: true, ClientStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error { return s.serve(ss, delta) }})
+	}
+	return d
 }

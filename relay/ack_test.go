@@ -52,6 +52,20 @@ func TestACKDoesNotResendPerType(t *testing.T) {
 	c.expectNothing(quietWindow)
 }
 
+// ackedCDSAndEDS opens an ADS client that subscribes to every cluster, then
+// to endpoints A, ACKing each first response; it returns the client and its
+// CDS response.
+func (h *harness) ackedCDSAndEDS(t *testing.T) (*client, *response) {
+	t.Helper()
+	c := h.ads(t)
+	c.subscribe(ClusterType)
+	r1 := c.nextOf(ClusterType)
+	c.ack(r1)
+	c.subscribe(EndpointType, "A")
+	c.ack(c.nextOf(EndpointType))
+	return c, r1
+}
+
 // A NACKed version is not resent; the next different version is.
 func TestNACKDoesNotResendRejectedVersion(t *testing.T) {
 	h := newHarness(t)
@@ -59,12 +73,7 @@ func TestNACKDoesNotResendRejectedVersion(t *testing.T) {
 	h.apply(ClusterType, true, a1)
 	h.apply(EndpointType, true, e1)
 
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	r1 := c.nextOf(ClusterType)
-	c.ack(r1)
-	c.subscribe(EndpointType, "A")
-	c.ack(c.nextOf(EndpointType))
+	c, r1 := h.ackedCDSAndEDS(t)
 
 	a2 := h.put(t, ClusterType, false, "A", 2)
 	r2 := c.nextOf(ClusterType)
@@ -124,6 +133,44 @@ func TestStaleNonceIgnored(t *testing.T) {
 	wantResources(t, c.nextOf(EndpointType), a3, resource(t, EndpointType, "B", 2))
 }
 
+// A stale request's names are ignored, but it still set resource_names: the
+// legacy wildcard ends with it (spec: the empty list is the wildcard only if
+// no earlier request of the type set the field). A client that then sends
+// the empty list subscribes to nothing, and its later "*" is a new wildcard,
+// answered with the state. Read as the legacy wildcard still, the empty list
+// would change nothing and the "*" after it neither: the client, which
+// dropped its clusters, would be left with none.
+func TestStaleNonceEndsLegacyWildcard(t *testing.T) {
+	h := newHarness(t)
+	a, b := resource(t, ClusterType, "A", 1), resource(t, ClusterType, "B", 1)
+	h.apply(ClusterType, true, a, b)
+
+	c := h.ads(t)
+	c.subscribe(ClusterType) // the legacy wildcard
+	r1 := c.ackNext(ClusterType, a, b)
+	c.fence() // the ACK is handled before r2 exists
+
+	cc := h.put(t, ClusterType, false, "C", 1)
+	wantResources(t, c.nextOf(ClusterType), a, b, cc)
+
+	// Stale: carries r1's nonce although r2 was sent since.
+	c.send(&request{Node: c.node, TypeUrl: ClusterType, VersionInfo: r1.VersionInfo, ResponseNonce: r1.Nonce,
+		ResourceNames: []string{"A"}})
+	c.fence() // ignored: nothing is sent for it
+	if ts := h.typeStatus(t, ClusterType); ts.StaleNonces != 1 || !ts.Wildcard {
+		t.Fatalf("after the stale request: stale nonces %d wildcard %v, want 1 true", ts.StaleNonces, ts.Wildcard)
+	}
+
+	c.subscribe(ClusterType) // current nonce, no names: nothing any more
+	c.fence()
+	if ts := h.typeStatus(t, ClusterType); ts.Wildcard || len(ts.Names) != 0 {
+		t.Fatalf("after the empty list: wildcard=%v names=%v, want nothing", ts.Wildcard, ts.Names)
+	}
+	// "*" is a new wildcard: the state is sent.
+	c.subscribe(ClusterType, "*")
+	wantResources(t, c.nextOf(ClusterType), a, b, cc)
+}
+
 // Applying the same bytes again, in any order, with or without replace,
 // pushes nothing.
 func TestIdenticalContentNotPushed(t *testing.T) {
@@ -131,12 +178,7 @@ func TestIdenticalContentNotPushed(t *testing.T) {
 	h.apply(ClusterType, true, resource(t, ClusterType, "A", 1), resource(t, ClusterType, "B", 1))
 	h.apply(EndpointType, true, resource(t, EndpointType, "A", 1), resource(t, EndpointType, "B", 1))
 
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	r1 := c.nextOf(ClusterType)
-	c.ack(r1)
-	c.subscribe(EndpointType, "A")
-	c.ack(c.nextOf(EndpointType))
+	c, r1 := h.ackedCDSAndEDS(t)
 
 	// Fresh Resource values with the same bytes.
 	h.apply(ClusterType, true, resource(t, ClusterType, "B", 1), resource(t, ClusterType, "A", 1))

@@ -91,6 +91,39 @@ func TestDeltaStreamNamesLimit(t *testing.T) {
 	wantStatus(t, c.recvError(), codes.ResourceExhausted, "limits.max_resource_names")
 }
 
+// Names a delta client unsubscribes before it answered the response sending
+// them are remembered (it may hold them after all, see deltaTypeSub.maybe),
+// and count against limits.max_resource_names: a client churning names
+// without answering is refused once they pass it. A client that answers
+// leaves nothing to remember.
+func TestDeltaMaybeHeldNamesLimit(t *testing.T) {
+	h := newHarness(t)
+	h.srv.opts.MaxResourceNames = 10
+	var eps []*shard.Resource
+	for i := range 11 {
+		eps = append(eps, resource(t, EndpointType, fmt.Sprintf("e%d", i), 1))
+	}
+	h.apply(EndpointType, true, eps...)
+	c := h.deltaADS(t)
+	round := func(names []string, answer bool) {
+		t.Helper()
+		c.send(&deltaRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: names})
+		r := c.nextOf(EndpointType)
+		req := &deltaRequest{TypeUrl: EndpointType, ResourceNamesUnsubscribe: names}
+		if answer {
+			req.ResponseNonce = r.Nonce
+		}
+		c.send(req)
+	}
+	round([]string{"e0", "e1", "e2", "e3"}, true)  // nothing to remember
+	round([]string{"e4", "e5", "e6", "e7"}, false) // 4 maybe held
+	// 6 subscribed + 4 maybe held: at the limit, still served.
+	c.send(&deltaRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"e0", "e1", "e2", "e3", "e8", "e9"}})
+	c.nextOf(EndpointType)
+	c.send(&deltaRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"e10"}}) // 11
+	wantStatus(t, c.recvError(), codes.ResourceExhausted, "limits.max_resource_names")
+}
+
 // Names a delta client subscribes and unsubscribes in turn leave nothing in
 // the stream's state while nothing was sent under them.
 func TestDeltaUnsubscribedNamesForgotten(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 
-	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -108,6 +107,7 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 		return err
 	}
 	if n := req.GetResponseNonce(); wire.NonceIs(n, d.nonce) {
+		d.answered = d.nonce
 		if e := req.GetErrorDetail(); e != nil {
 			// The client keeps what it had; the rejected versions are not
 			// re-sent, a later version of those resources is.
@@ -140,19 +140,11 @@ func (s *deltaStream) handle(req *discoveryv3.DeltaDiscoveryRequest) error {
 	// (unlockAndSwitch drops what the old shard queues meanwhile).
 	return s.unlockAndSwitch(d, old, sub, func(next *shard.Shard) {
 		if next != nil {
-			cur := next.Current()
-			if cur == nil && d.mustTell() {
-				// The spec's wildcard-unsubscribe exception needs an answer
-				// now, and the shard has none yet: by all the relay knows, the
-				// name is not there.
-				// Answer from what the client holds, so nothing else it holds
-				// is forgotten; from the empty state if it holds nothing yet.
-				cur = d.base
-				if cur == nil {
-					cur = &shard.Response{TypeURL: typeURL, Version: dedup.Version(0)}
-				}
-			}
-			s.pushLocked(d, next, cur, false)
+			// A shard with no answer yet (Current nil) is told nothing now,
+			// the spec's wildcard-unsubscribe exception included: until the
+			// shard answers, the relay does not know whether the names
+			// exist, and its answer (ShardChanged) settles what is owed.
+			s.pushLocked(d, next, next.Current(), false)
 		}
 		s.releaseHoldsLocked() // the client may have dropped a held parent's children
 	})

@@ -3,17 +3,13 @@ package relay
 import (
 	"slices"
 	"testing"
-
-	"github.com/xds-relay/xds-relay/shard"
 )
 
 // A request carrying a stale nonce still changes the subscription (spec:
 // the server must honor changes to the subscription state even if the nonce
 // is stale), and is counted.
 func TestDeltaStaleNonceHonoured(t *testing.T) {
-	h := newHarness(t)
-	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
-	h.apply(EndpointType, false, ep("A", 1), ep("B", 1), ep("C", 1))
+	h, ep := newEndpointHarness(t, "A", "B", "C")
 	c := h.deltaADS(t)
 
 	c.subscribe(EndpointType, "A")
@@ -47,9 +43,7 @@ func TestDeltaStaleNonceHonoured(t *testing.T) {
 // A NACK is counted; the rejected resource versions are not sent again, and
 // the next change is sent as usual (without the rejected one).
 func TestDeltaNACK(t *testing.T) {
-	h := newHarness(t)
-	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
-	h.apply(EndpointType, false, ep("A", 1), ep("B", 1))
+	h, ep := newEndpointHarness(t, "A", "B")
 	c := h.deltaADS(t)
 
 	c.subscribe(EndpointType, "A", "B")
@@ -87,9 +81,7 @@ func TestDeltaNACK(t *testing.T) {
 // A NACK that names resources to (re)subscribe still changes the
 // subscription.
 func TestDeltaNACKWithSubscription(t *testing.T) {
-	h := newHarness(t)
-	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
-	h.apply(EndpointType, false, ep("A", 1), ep("B", 1))
+	h, ep := newEndpointHarness(t, "A", "B")
 	c := h.deltaADS(t)
 	c.subscribe(EndpointType, "A")
 	r1 := c.nextOf(EndpointType)

@@ -151,3 +151,29 @@ func TestDeltaUnsubscribeWildcardBeforeFirstResponse(t *testing.T) {
 		t.Fatalf("subscription wildcard=%v names=%v, want [A]", ts.Wildcard, ts.Names)
 	}
 }
+
+// A push still on its way when the client changes its subscription: the
+// client unsubscribes l1 and l2 before it has read the response sending l2,
+// then subscribes "*". The relay marked l2 not held at the unsubscription,
+// but the client applies the push it reads afterwards and holds l2. l2 is
+// deleted before the wildcard is answered: that answer must report l2
+// removed, else the client keeps it forever. The crossing is the client's
+// not answering the push: its requests carry no nonce (it has processed no
+// response), whatever the test has received.
+func TestDeltaUnsubscribeCrossingPush(t *testing.T) {
+	h := newHarness(t)
+	cl := func(name string) *shard.Resource { return resource(t, ClusterType, name, 1) }
+	h.apply(ClusterType, true, cl("c0"), cl("l2"))
+	c := h.deltaADS(t)
+	c.send(&deltaRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"l1", "l2"},
+		ResourceNamesUnsubscribe: []string{"*", "x"}})
+	wantDelta(t, c.nextOf(ClusterType), []string{"l1"}, cl("l2")) // on its way: unread
+
+	c.send(&deltaRequest{TypeUrl: ClusterType, ResourceNamesUnsubscribe: []string{"l1", "l2"}})
+	c.fence()                            // unsubscribing needs no answer
+	h.apply(ClusterType, true, cl("c0")) // l2 deleted
+	c.send(&deltaRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	// The client read the first push after its unsubscription: it holds l2.
+	c.ackNext(ClusterType, []string{"l2"}, cl("c0"))
+	c.fence()
+}

@@ -209,3 +209,17 @@ func versionsOf(resp *deltaResponse) map[string]string {
 	}
 	return out
 }
+
+// newEndpointHarness returns a harness whose class holds the endpoints named,
+// at version 1, and ep, which makes endpoint resources.
+func newEndpointHarness(t *testing.T, names ...string) (*harness, func(name string, v int) *shard.Resource) {
+	t.Helper()
+	h := newHarness(t)
+	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
+	var rs []*shard.Resource
+	for _, n := range names {
+		rs = append(rs, ep(n, 1))
+	}
+	h.apply(EndpointType, false, rs...)
+	return h, ep
+}

@@ -10,9 +10,7 @@ import (
 // if unchanged, unsubscribing sends nothing and stops pushes, a phantom
 // unsubscription is ignored.
 func TestDeltaExplicitNames(t *testing.T) {
-	h := newHarness(t)
-	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
-	h.apply(EndpointType, false, ep("A", 1), ep("B", 1), ep("C", 1))
+	h, ep := newEndpointHarness(t, "A", "B", "C")
 	c := h.deltaADS(t)
 
 	c.subscribe(EndpointType, "A", "B")

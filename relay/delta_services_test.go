@@ -6,8 +6,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
-
-	"github.com/xds-relay/xds-relay/shard"
 )
 
 // Every per-type delta service, VHDS included, serves its type.
@@ -79,9 +77,7 @@ func TestDeltaSharedEncoding(t *testing.T) {
 // A SotW and a delta client of the same class and subscription share a
 // shard, and each gets a change in its own form.
 func TestDeltaAndSotWShareShard(t *testing.T) {
-	h := newHarness(t)
-	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
-	h.apply(EndpointType, false, ep("A", 1), ep("B", 1), ep("C", 1))
+	h, ep := newEndpointHarness(t, "A", "B", "C")
 
 	s := h.ads(t)
 	s.subscribe(EndpointType, "A", "B")

@@ -22,14 +22,19 @@ import (
 //	owedSend      (re)subscribed: send it if it exists; report it removed
 //	              once it is known not to
 //	owedTell      unsubscribed while the wildcard covers it (the spec's
-//	              exception): send it if it exists, else report it removed
+//	              exception): send it if it exists, else report it removed,
+//	              with the shard's first answer (never from a shard that
+//	              has none: the relay does not know yet)
 //
 // Transitions (deltaTypeSub.apply, forgetWildcardOnly, advance):
 //
 //	subscribe n                                 → owedSend
+//	"*" newly subscribed, n maybe held          → owedSend (see deltaTypeSub.maybe)
 //	first request declares v for n              → heldAt(v) (v empty: notHeld)
 //	unsubscribe n under the wildcard            → owedTell
-//	unsubscribe n held through base             → notHeld; otherwise the entry goes
+//	unsubscribe n held through base             → notHeld (and maybe held while a
+//	                                              response is on its way); otherwise
+//	                                              the entry goes
 //	wildcard unsubscribed, n not named          → notHeld, unless owedSend
 //	a response is written                       → entries go (the client is at base),
 //	    but for: owedSend of a name neither present nor known absent; heldAt of a
@@ -47,7 +52,7 @@ const (
 	notHeld  overrideKind = iota // the zero override
 	heldAt                       // with the version held (see holding)
 	owedSend                     // sent if it exists, else removed once known absent
-	owedTell                     // sent if it exists, else removed now
+	owedTell                     // sent if it exists, else removed with the next answer
 )
 
 // holding is the override of a client holding version v; an empty version
@@ -82,6 +87,21 @@ type deltaTypeSub struct {
 	over   map[string]override // what the client holds where it is not base; nil when empty
 	told   bool                // a response was sent for this type
 	retell bool                // the last request changed what must be told (reader only)
+	// answered is the latest nonce of the type the client's requests
+	// echoed: a response stamped since (nonce != answered) may still be on
+	// its way to the client.
+	answered uint64
+	// maybe: names marked not held while a response was on its way (the
+	// client unsubscribed them, or the wildcard that covered them). That
+	// response may carry them, and a client that applies it after its own
+	// unsubscription holds them although over says it does not. When a
+	// subscription covers such a name again (a newly subscribed "*", or
+	// the name itself), the client is owed it: sent if it exists, reported
+	// removed once known absent. The names stay until then, since the
+	// client may hold them that long. Client-driven, so bounded: they count
+	// with the stream's subscribed names against limits.max_resource_names
+	// (deltaNamesLimitLocked). Nil when empty.
+	maybe map[string]struct{}
 	// holds: removals of this parent type held back until the client no
 	// longer holds the removed resource's children, or a deadline (see
 	// removalGate); each name is still claimed in over. Nil when none.
@@ -122,6 +142,7 @@ func (d *deltaTypeSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest)
 				// waiting for its upstream's word) that what it holds is the
 				// complete state.
 				d.told = false
+				d.oweMaybe()
 			}
 			d.wildcard = true
 			continue
@@ -135,6 +156,7 @@ func (d *deltaTypeSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest)
 		// Sent even if the client seems to hold it: it may have forgotten it.
 		d.names[n] = struct{}{}
 		d.mark(n, override{kind: owedSend})
+		delete(d.maybe, n)
 		d.retell = true
 	}
 	if first {
@@ -161,6 +183,11 @@ func (d *deltaTypeSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest)
 			d.retell = true
 		case d.base != nil && d.base.Has(n), d.base != nil && d.base.Aliases[n] != "":
 			d.mark(n, override{}) // the client drops it; no answer needed
+			if name := d.base.Aliases[n]; name != "" {
+				d.maybeHeld(name) // what a response carries goes by its name
+			} else {
+				d.maybeHeld(n)
+			}
 		default:
 			// Nothing the client was sent goes by this name: forget it, so
 			// that names subscribed and unsubscribed in turn leave nothing.
@@ -187,18 +214,33 @@ func (d *deltaTypeSub) forgetWildcardOnly() {
 	for _, n := range d.base.Names {
 		if _, named := d.names[n]; !named {
 			d.mark(n, override{})
+			d.maybeHeld(n)
 		}
 	}
 }
 
-// mustTell reports whether a name awaits the wildcard-unsubscribe answer.
-func (d *deltaTypeSub) mustTell() bool {
-	for _, o := range d.over {
-		if o.kind == owedTell {
-			return true
+// maybeHeld records that name, just marked not held, may be held all the
+// same if a response is on its way (see maybe).
+func (d *deltaTypeSub) maybeHeld(name string) {
+	if d.nonce == d.answered {
+		return // the client has read every response: it holds what over says
+	}
+	if d.maybe == nil {
+		d.maybe = map[string]struct{}{}
+	}
+	d.maybe[name] = struct{}{}
+}
+
+// oweMaybe makes the names the client may hold owed to it, as the wildcard
+// newly subscribed covers them again (see maybe). An answer already owed
+// stays.
+func (d *deltaTypeSub) oweMaybe() {
+	for n := range d.maybe {
+		if o, ok := d.over[n]; !ok || !o.owed() {
+			d.mark(n, override{kind: owedSend})
 		}
 	}
-	return false
+	d.maybe = nil
 }
 
 func (d *deltaTypeSub) subscription() shard.Subscription {

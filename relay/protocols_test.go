@@ -14,6 +14,10 @@ type anyClient interface {
 	// wantNext requires the next response to be of typeURL and to carry
 	// exactly rs (delta: and to remove nothing).
 	wantNext(typeURL string, rs ...*shard.Resource)
+	// wantNextACK is wantNext, then ACKs the response.
+	wantNextACK(typeURL string, rs ...*shard.Resource)
+	// fence is a request barrier: see (*client).fence.
+	fence()
 	close()
 	closeSend() error
 	expectNothing(d time.Duration)
@@ -32,6 +36,16 @@ func (c *client) wantNext(typeURL string, rs ...*shard.Resource) {
 func (c *deltaClient) wantNext(typeURL string, rs ...*shard.Resource) {
 	c.t.Helper()
 	wantDelta(c.t, c.nextOf(typeURL), nil, rs...)
+}
+
+func (c *client) wantNextACK(typeURL string, rs ...*shard.Resource) {
+	c.t.Helper()
+	c.ackNext(typeURL, rs...)
+}
+
+func (c *deltaClient) wantNextACK(typeURL string, rs ...*shard.Resource) {
+	c.t.Helper()
+	c.ackNext(typeURL, nil, rs...)
 }
 
 // closeSend half-closes the stream, as a client that is done does.

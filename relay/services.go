@@ -1,6 +1,10 @@
 package relay
 
 import (
+	"context"
+	"fmt"
+	"strings"
+
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
@@ -9,6 +13,8 @@ import (
 	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -34,133 +40,81 @@ const (
 )
 
 type (
-	sotwStreamServer  = grpc.BidiStreamingServer[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]
-	deltaStreamServer = grpc.BidiStreamingServer[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
+	sotwServerStream  = grpc.GenericServerStream[discoverygrpc.DiscoveryRequest, discoverygrpc.DiscoveryResponse]
+	deltaServerStream = grpc.GenericServerStream[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
 )
+
+// services are the v3 xDS services the relay serves, each by its generated
+// description and the type URL its streams serve ("": ADS, every type).
+var services = []struct {
+	desc    *grpc.ServiceDesc
+	typeURL string
+}{
+	{&discoverygrpc.AggregatedDiscoveryService_ServiceDesc, ""},
+	{&listenerservice.ListenerDiscoveryService_ServiceDesc, ListenerType},
+	{&routeservice.RouteDiscoveryService_ServiceDesc, RouteType},
+	{&routeservice.ScopedRoutesDiscoveryService_ServiceDesc, ScopedRouteType},
+	{&clusterservice.ClusterDiscoveryService_ServiceDesc, ClusterType},
+	{&endpointservice.EndpointDiscoveryService_ServiceDesc, EndpointType},
+	{&secretservice.SecretDiscoveryService_ServiceDesc, SecretType},
+	{&runtimeservice.RuntimeDiscoveryService_ServiceDesc, RuntimeType},
+	{&routeservice.VirtualHostDiscoveryService_ServiceDesc, VirtualHostType},
+}
 
 // Register installs every v3 xDS service on g: SotW and delta, aggregated and
 // per type. Fetch (unary) methods answer Unimplemented.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, adsService{srv: s})
-	listenerservice.RegisterListenerDiscoveryServiceServer(g, ldsService{srv: s})
-	routeservice.RegisterRouteDiscoveryServiceServer(g, rdsService{srv: s})
-	routeservice.RegisterScopedRoutesDiscoveryServiceServer(g, srdsService{srv: s})
-	clusterservice.RegisterClusterDiscoveryServiceServer(g, cdsService{srv: s})
-	endpointservice.RegisterEndpointDiscoveryServiceServer(g, edsService{srv: s})
-	secretservice.RegisterSecretDiscoveryServiceServer(g, sdsService{srv: s})
-	runtimeservice.RegisterRuntimeDiscoveryServiceServer(g, rtdsService{srv: s})
-	routeservice.RegisterVirtualHostDiscoveryServiceServer(g, vhdsService{srv: s})
+	for _, svc := range services {
+		g.RegisterService(serviceDesc(svc.desc, svc.typeURL), s)
+	}
 }
 
-type adsService struct {
-	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
-	srv *Server
+// xdsHandler is the HandlerType of the relay's service descriptions: what
+// their handlers call on the *Server they are registered with.
+type xdsHandler interface {
+	serveSotW(t sotwTransport, fixedType, variant string) error
+	serveDelta(t deltaTransport, fixedType, variant string) error
 }
 
-func (a adsService) StreamAggregatedResources(st sotwStreamServer) error {
-	return a.srv.serveSotW(st, "", variantSotWADS)
+var _ xdsHandler = (*Server)(nil)
+
+// serviceDesc describes the service of gen, with the same name and methods,
+// served by the relay: its Stream* methods by serveSotW, its Delta* methods
+// by serveDelta, for typeURL. (gen is only read: generated descriptions are
+// not to be modified.) It panics on a method it does not know how to serve,
+// so that a new method of the generated code is not left answering nothing.
+func serviceDesc(gen *grpc.ServiceDesc, typeURL string) *grpc.ServiceDesc {
+	sotwVariant, deltaVariant := variantSotWPerType, variantDeltaPerType
+	if typeURL == "" {
+		sotwVariant, deltaVariant = variantSotWADS, variantDeltaADS
+	}
+	d := &grpc.ServiceDesc{ServiceName: gen.ServiceName, HandlerType: (*xdsHandler)(nil), Metadata: gen.Metadata}
+	for _, m := range gen.Methods {
+		d.Methods = append(d.Methods, grpc.MethodDesc{MethodName: m.MethodName, Handler: unimplementedUnary(m.MethodName)})
+	}
+	for _, st := range gen.Streams {
+		var h grpc.StreamHandler
+		switch {
+		case strings.HasPrefix(st.StreamName, "Stream"):
+			h = func(srv any, ss grpc.ServerStream) error {
+				return srv.(xdsHandler).serveSotW(&sotwServerStream{ServerStream: ss}, typeURL, sotwVariant)
+			}
+		case strings.HasPrefix(st.StreamName, "Delta"):
+			h = func(srv any, ss grpc.ServerStream) error {
+				return srv.(xdsHandler).serveDelta(&deltaServerStream{ServerStream: ss}, typeURL, deltaVariant)
+			}
+		default:
+			panic(fmt.Sprintf("relay: no handler for %s/%s", gen.ServiceName, st.StreamName))
+		}
+		d.Streams = append(d.Streams, grpc.StreamDesc{StreamName: st.StreamName, Handler: h, ServerStreams: true, ClientStreams: true})
+	}
+	return d
 }
 
-func (a adsService) DeltaAggregatedResources(st deltaStreamServer) error {
-	return a.srv.serveDelta(st, "", variantDeltaADS)
-}
-
-type ldsService struct {
-	listenerservice.UnimplementedListenerDiscoveryServiceServer
-	srv *Server
-}
-
-func (x ldsService) StreamListeners(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, ListenerType, variantSotWPerType)
-}
-
-func (x ldsService) DeltaListeners(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, ListenerType, variantDeltaPerType)
-}
-
-type rdsService struct {
-	routeservice.UnimplementedRouteDiscoveryServiceServer
-	srv *Server
-}
-
-func (x rdsService) StreamRoutes(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, RouteType, variantSotWPerType)
-}
-
-func (x rdsService) DeltaRoutes(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, RouteType, variantDeltaPerType)
-}
-
-type srdsService struct {
-	routeservice.UnimplementedScopedRoutesDiscoveryServiceServer
-	srv *Server
-}
-
-func (x srdsService) StreamScopedRoutes(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, ScopedRouteType, variantSotWPerType)
-}
-
-func (x srdsService) DeltaScopedRoutes(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, ScopedRouteType, variantDeltaPerType)
-}
-
-type cdsService struct {
-	clusterservice.UnimplementedClusterDiscoveryServiceServer
-	srv *Server
-}
-
-func (x cdsService) StreamClusters(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, ClusterType, variantSotWPerType)
-}
-
-func (x cdsService) DeltaClusters(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, ClusterType, variantDeltaPerType)
-}
-
-type edsService struct {
-	endpointservice.UnimplementedEndpointDiscoveryServiceServer
-	srv *Server
-}
-
-func (x edsService) StreamEndpoints(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, EndpointType, variantSotWPerType)
-}
-
-func (x edsService) DeltaEndpoints(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, EndpointType, variantDeltaPerType)
-}
-
-type sdsService struct {
-	secretservice.UnimplementedSecretDiscoveryServiceServer
-	srv *Server
-}
-
-func (x sdsService) StreamSecrets(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, SecretType, variantSotWPerType)
-}
-
-func (x sdsService) DeltaSecrets(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, SecretType, variantDeltaPerType)
-}
-
-type rtdsService struct {
-	runtimeservice.UnimplementedRuntimeDiscoveryServiceServer
-	srv *Server
-}
-
-func (x rtdsService) StreamRuntime(st sotwStreamServer) error {
-	return x.srv.serveSotW(st, RuntimeType, variantSotWPerType)
-}
-
-func (x rtdsService) DeltaRuntime(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, RuntimeType, variantDeltaPerType)
-}
-
-type vhdsService struct {
-	routeservice.UnimplementedVirtualHostDiscoveryServiceServer
-	srv *Server
-}
-
-func (x vhdsService) DeltaVirtualHosts(st deltaStreamServer) error {
-	return x.srv.serveDelta(st, VirtualHostType, variantDeltaPerType)
+// unimplementedUnary answers a unary method (Fetch*, REST over gRPC) with
+// Unimplemented, as generated servers do.
+func unimplementedUnary(method string) grpc.MethodHandler {
+	return func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+		return nil, status.Errorf(codes.Unimplemented, "method %s not implemented", method)
+	}
 }

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,6 +150,47 @@ func TestBadRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h.perType(t, tc.service).wantRefused(tc.reqs, tc.code, tc.field)
 		})
+	}
+}
+
+// The relay serves every v3 xDS service under its generated name, with every
+// method; the unary Fetch methods answer Unimplemented.
+func TestServiceMethods(t *testing.T) {
+	want := map[string][]string{
+		"envoy.service.discovery.v3.AggregatedDiscoveryService": {"DeltaAggregatedResources", "StreamAggregatedResources"},
+		"envoy.service.listener.v3.ListenerDiscoveryService":    {"DeltaListeners", "FetchListeners", "StreamListeners"},
+		"envoy.service.route.v3.RouteDiscoveryService":          {"DeltaRoutes", "FetchRoutes", "StreamRoutes"},
+		"envoy.service.route.v3.ScopedRoutesDiscoveryService":   {"DeltaScopedRoutes", "FetchScopedRoutes", "StreamScopedRoutes"},
+		"envoy.service.route.v3.VirtualHostDiscoveryService":    {"DeltaVirtualHosts"},
+		"envoy.service.cluster.v3.ClusterDiscoveryService":      {"DeltaClusters", "FetchClusters", "StreamClusters"},
+		"envoy.service.endpoint.v3.EndpointDiscoveryService":    {"DeltaEndpoints", "FetchEndpoints", "StreamEndpoints"},
+		"envoy.service.secret.v3.SecretDiscoveryService":        {"DeltaSecrets", "FetchSecrets", "StreamSecrets"},
+		"envoy.service.runtime.v3.RuntimeDiscoveryService":      {"DeltaRuntime", "FetchRuntime", "StreamRuntime"},
+	}
+	g := grpc.NewServer()
+	(&Server{}).Register(g)
+	got := map[string][]string{}
+	for name, info := range g.GetServiceInfo() {
+		for _, m := range info.Methods {
+			got[name] = append(got[name], m.Name)
+		}
+		slices.Sort(got[name])
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("services: got %v, want %v", got, want)
+	}
+
+	h := newHarness(t)
+	for service, methods := range want {
+		for _, m := range methods {
+			if !strings.HasPrefix(m, "Fetch") {
+				continue
+			}
+			err := h.conn.Invoke(t.Context(), "/"+service+"/"+m, &request{Node: h.node}, &response{})
+			if status.Code(err) != codes.Unimplemented || !strings.Contains(status.Convert(err).Message(), m) {
+				t.Errorf("%s: got %v, want Unimplemented naming the method", m, err)
+			}
+		}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // class holds one shard for them.
 func TestSharedEncoding(t *testing.T) {
 	h := newHarness(t)
-	h.apply(ClusterType, true, clusters(t, 1, "A", "B")...)
+	h.applyClusters(t, 1, "A", "B")
 	h.apply(EndpointType, true, resource(t, EndpointType, "A", 1), resource(t, EndpointType, "B", 1))
 
 	a, b := h.ads(t), h.perType(t, ClusterType)

@@ -96,7 +96,15 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 	if !first && t.nonce != 0 && !wire.NonceIs(req.GetResponseNonce(), t.nonce) {
 		// Stale: the client has not seen our latest response yet; it will
 		// send a newer request once it has (spec: "Requests become stale").
+		// Its names are ignored, but not the fact that it set them: the
+		// legacy wildcard ends with the first request of the type that set
+		// resource_names, whatever its nonce (spec: "How the client
+		// specifies what resources to return"), so a later empty list means
+		// nothing, as the client means it.
 		s.staleLocked(t)
+		if len(req.GetResourceNames()) > 0 {
+			t.explicitSeen = true
+		}
 		s.mu.Unlock()
 		return nil
 	}

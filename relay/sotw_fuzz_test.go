@@ -105,7 +105,10 @@ func (z *sotwFuzz) request(in *fuzzBytes) bool {
 		m = &sotwFuzzType{}
 		z.types[typeURL] = m
 	} else if n := len(m.nonces); n > 0 && req.ResponseNonce != m.nonces[n-1] {
-		return true // stale: ignored, subscription changes included
+		// Stale: ignored, subscription changes included; but names set
+		// end the legacy wildcard all the same.
+		m.explicitSeen = m.explicitSeen || len(names) > 0
+		return true
 	}
 	prev := m.sub
 	wildcard, set := false, map[string]bool{}

@@ -47,7 +47,9 @@ func newSotWTypeSub(typeURL string) *sotwTypeSub {
 //   - newly added names that exist: send, even if unchanged;
 //   - names only removed, or added names that do not exist (yet): nothing to
 //     send; the client already holds the rest, and a name that appears later
-//     changes the shard's version and is pushed then.
+//     changes the shard's version and is pushed then;
+//   - added names while the new shard has no answer yet (a name pending at
+//     the upstream): its answer is sent, even at the version last sent.
 func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion string) {
 	cur := t.shard.Current()
 	sub := t.shard.Sub
@@ -64,6 +66,14 @@ func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion str
 		t.force = true
 	default:
 		added := sub.Added(old.Sub)
+		if cur == nil && len(added) > 0 {
+			// The new shard waits for the upstream (a name pending): what
+			// the added names are is not known yet. Its answer goes out even
+			// if its version is the one last sent: that may predate the
+			// client dropping a name it now asks for again.
+			t.force = true
+			return
+		}
 		for _, n := range added {
 			if cur != nil && cur.Has(n) {
 				t.force = true

@@ -348,8 +348,10 @@ func (s *stream[S, Req]) collapsedLocked() {
 	}
 }
 
-// release drops every subscription of the stream at its end (reader
-// goroutine, after the writer stopped) and forgets the stream.
+// release leaves every subscription of the stream at its end (reader
+// goroutine, after the writer stopped) and forgets the stream. Its shards
+// linger for the class's linger (shard.Class.Leave); nothing calls back
+// into the stream from then on.
 func (s *stream[S, Req]) release() {
 	s.proto.ending()
 	s.mu.Lock()
@@ -369,7 +371,10 @@ func (s *stream[S, Req]) release() {
 		s.srv.registry.Release(s.class)
 	}
 	for _, sh := range held {
-		sh.Class.Unsubscribe(sh, s)
+		// The shard lingers with its upstream interest: a client
+		// reconnecting re-subscribes to it without the upstream being
+		// told to unsubscribe and subscribe again in between.
+		sh.Class.Leave(sh, s)
 	}
 	s.srv.forget(s.proto)
 }

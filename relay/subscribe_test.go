@@ -151,3 +151,32 @@ func TestNoDuplicateNames(t *testing.T) {
 		t.Fatalf("[A B] shards: %+v, want one with 2 streams", ab)
 	}
 }
+
+// A name the client dropped and asks for again is sent, also when its new
+// shard waits for another name the upstream has not answered yet: once
+// answered, the shard's version can equal the one the client was last sent
+// (a was all it held then, a is all there is now), but the client dropped
+// a since, so the answer must go out (spec: newly requested resources are
+// resent). Found by the conformance engine (snapshot-delta-readded-pending).
+func TestSotWReaddedNameWithPendingName(t *testing.T) {
+	h := newHarness(t)
+	a := resource(t, ClusterType, "a", 1)
+	h.apply(ClusterType, true, a)
+	c := h.ads(t)
+	c.subscribe(ClusterType, "a")
+	c.ackNext(ClusterType, a)
+	// The test is the upstream: it was asked for a. Names asked for since
+	// are pending until it answers.
+	h.class.Requested(ClusterType, shard.NewSubscription([]string{"a"}, false), false)
+	c.subscribe(ClusterType, "b") // b is pending: its shard waits
+	c.fence()
+	c.subscribe(ClusterType, "a", "c") // c is pending too; the class holds a
+	c.fence()
+	h.class.Requested(ClusterType, shard.NewSubscription([]string{"a", "c"}, false), false)
+	h.apply(ClusterType, true, a) // the answer: c does not exist
+	// a is sent before the answer to a request made after the upstream's.
+	h.apply(RuntimeType, false, resource(t, RuntimeType, "after", 0))
+	c.subscribe(RuntimeType, "after")
+	wantResources(t, c.nextOf(ClusterType), a)
+	c.nextOf(RuntimeType)
+}

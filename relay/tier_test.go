@@ -31,8 +31,7 @@ func midRelay(t *testing.T, top *harness) *harness {
 // the clusters.
 func TestTwoTierReconnectKeepsClusters(t *testing.T) {
 	top := newHarness(t)
-	abc := clusters(t, 1, "A", "B", "C")
-	top.apply(ClusterType, true, abc...)
+	abc := top.applyClusters(t, 1, "A", "B", "C")
 
 	mid := midRelay(t, top)
 

@@ -30,6 +30,13 @@ func withTTL(r *shard.Resource, ttl []byte) *shard.Resource {
 	return &shard.Resource{Name: r.Name, Any: r.Any, TTL: ttl, Hash: dedup.ResourceHashFull(r.Any, ttl, nil)}
 }
 
+// ttlEndpoints are the TTL tests' endpoints: a, with a TTL of 30 s, and b,
+// without; ttl30 is a's TTL.
+func ttlEndpoints(t *testing.T) (a, b *shard.Resource, ttl30 []byte) {
+	ttl30 = ttlBytes(t, 30*time.Second)
+	return withTTL(resource(t, EndpointType, "a", 1), ttl30), resource(t, EndpointType, "b", 1), ttl30
+}
+
 // ttlAware is a node of the harness's class announcing resource-in-SotW.
 func ttlAware(id string) *corev3.Node {
 	return &corev3.Node{Id: id, Cluster: "class-a", ClientFeatures: []string{FeatureResourceInSotW}}
@@ -97,9 +104,7 @@ func heartbeat(typeURL string, ttl []byte, names ...string) shard.Update {
 // holds (not counted as pushes), and a TTL change as a new version.
 func TestTTLSotWClientWithFeature(t *testing.T) {
 	h := newHarness(t)
-	ttl30, ttl60 := ttlBytes(t, 30*time.Second), ttlBytes(t, time.Minute)
-	a := withTTL(resource(t, EndpointType, "a", 1), ttl30)
-	b := resource(t, EndpointType, "b", 1)
+	a, b, ttl30 := ttlEndpoints(t)
 	c := h.ads(t)
 	c.node = ttlAware("aware")
 	c.subscribe(EndpointType, "a", "b")
@@ -145,7 +150,7 @@ func TestTTLSotWClientWithFeature(t *testing.T) {
 	c.fence()
 
 	// A new TTL is a new version of the resource.
-	a2 := withTTL(a, ttl60)
+	a2 := withTTL(a, ttlBytes(t, time.Minute))
 	h.class.ApplyUpdate(EndpointType, shard.Update{Resources: []*shard.Resource{a2}})
 	r3 := c.nextUnchecked(recvTimeout)
 	if r3.TypeUrl != EndpointType || r3.VersionInfo == r1.VersionInfo || len(r3.Resources) != 2 {
@@ -214,9 +219,7 @@ func TestTTLSotWClientWithoutFeature(t *testing.T) {
 // system version it holds, not counted as a push; a new TTL as an update.
 func TestTTLDeltaClient(t *testing.T) {
 	h := newHarness(t)
-	ttl30, ttl60 := ttlBytes(t, 30*time.Second), ttlBytes(t, time.Minute)
-	a := withTTL(resource(t, EndpointType, "a", 1), ttl30)
-	b := resource(t, EndpointType, "b", 1)
+	a, b, ttl30 := ttlEndpoints(t)
 	c := h.deltaADS(t)
 	c.subscribe(EndpointType, "a", "b")
 	h.class.ApplyUpdate(EndpointType, shard.Update{Resources: []*shard.Resource{a, b}})
@@ -248,7 +251,7 @@ func TestTTLDeltaClient(t *testing.T) {
 	}
 	c.ack(hb)
 
-	a2 := withTTL(a, ttl60)
+	a2 := withTTL(a, ttlBytes(t, time.Minute))
 	h.class.ApplyUpdate(EndpointType, shard.Update{Resources: []*shard.Resource{a2}})
 	r3 := c.nextOf(EndpointType)
 	wantDelta(t, r3, nil, a2)

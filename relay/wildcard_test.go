@@ -14,12 +14,19 @@ func clusters(t *testing.T, v int, names ...string) []*shard.Resource {
 	return out
 }
 
+// applyClusters gives h's class exactly the clusters named, at version v,
+// and returns them.
+func (h *harness) applyClusters(t *testing.T, v int, names ...string) []*shard.Resource {
+	rs := clusters(t, v, names...)
+	h.apply(ClusterType, true, rs...)
+	return rs
+}
+
 // Legacy (empty), explicit ("*") and mixed ("*" plus a name) wildcards all
 // get every cluster, and keep getting them.
 func TestWildcardForms(t *testing.T) {
 	h := newHarness(t)
-	abc := clusters(t, 1, "A", "B", "C")
-	h.apply(ClusterType, true, abc...)
+	abc := h.applyClusters(t, 1, "A", "B", "C")
 
 	forms := [][]string{nil, {"*"}, {"*", "A"}, {"*", "X"}}
 	cs := make([]*client, len(forms))
@@ -47,38 +54,41 @@ func TestWildcardForms(t *testing.T) {
 	wantResources(t, lc.nextOf(ListenerType), l)
 }
 
-// Nothing is sent before the class has data for the type; then Cluster gets
-// its full state, even when that is empty.
+// Nothing is sent before the class has data for the type; then the first
+// answer is sent even when there is nothing: for SotW, the full state of a
+// Listener or Cluster subscription; for delta, the answer to a wildcard (it
+// tells the client its empty state is complete).
 func TestFirstResponseWaitsForData(t *testing.T) {
-	h := newHarness(t)
-	c := h.ads(t)
-	c.subscribe(ClusterType)
-	c.fence()
-	h.apply(ClusterType, true)
-	r := c.nextOf(ClusterType)
-	wantResources(t, r)
-	c.ack(r)
-	a := h.put(t, ClusterType, false, "A", 1)
-	wantResources(t, c.nextOf(ClusterType), a)
+	for _, p := range protocols {
+		for _, typeURL := range []string{ClusterType, ListenerType} {
+			t.Run(p.name+"/"+short(typeURL), func(t *testing.T) {
+				h := newHarness(t)
+				c := p.ads(h, t)
+				c.subscribe(typeURL)
+				c.fence()
+				h.apply(typeURL, true)
+				c.wantNextACK(typeURL)
+				a := h.put(t, typeURL, true, "A", 1)
+				c.wantNext(typeURL, a)
+			})
+		}
+	}
 }
 
 // The four-step SotW example of the spec ("How the client specifies what
 // resources to return"), on CDS.
 func TestSotWWildcardExample(t *testing.T) {
 	h := newHarness(t)
-	abc := clusters(t, 1, "A", "B", "C")
-	h.apply(ClusterType, true, abc...)
+	abc := h.applyClusters(t, 1, "A", "B", "C")
 	c := h.ads(t)
 
 	// 1. resource_names unset: wildcard.
 	c.subscribe(ClusterType)
-	r := c.ackNext(ClusterType, abc...)
+	c.ackNext(ClusterType, abc...)
 
 	// 2. ["*", "A"]: wildcard continues, A newly requested and resent.
 	c.subscribe(ClusterType, "*", "A")
-	r = c.nextOf(ClusterType)
-	wantResources(t, r, abc...)
-	c.ack(r)
+	c.ackNext(ClusterType, abc...)
 
 	// 3. ["A"]: the wildcard is gone; only A is of interest.
 	c.subscribe(ClusterType, "A")
@@ -86,15 +96,13 @@ func TestSotWWildcardExample(t *testing.T) {
 	h.apply(ClusterType, false, resource(t, ClusterType, "B", 2))
 	c.fence() // B's change is not pushed
 	a2 := h.put(t, ClusterType, false, "A", 2)
-	r = c.nextOf(ClusterType)
-	wantResources(t, r, a2) // full state of the subscription: A alone
-	c.ack(r)
+	c.ackNext(ClusterType, a2) // full state of the subscription: A alone
 
 	// 4. unset again: unsubscribes from everything; not a wildcard any more.
 	c.subscribe(ClusterType)
 	c.fence()
 	h.apply(ClusterType, false, resource(t, ClusterType, "A", 3))
-	h.apply(ClusterType, true, clusters(t, 4, "A", "B", "C", "D")...)
+	h.applyClusters(t, 4, "A", "B", "C", "D")
 	h.apply(ClusterType, true)
 	c.fence()
 	c.expectNothing(quietWindow)
@@ -112,17 +120,13 @@ func TestFullState(t *testing.T) {
 		h.apply(ClusterType, true, a, b, cc)
 		c := h.ads(t)
 		c.subscribe(ClusterType)
-		r := c.ackNext(ClusterType, a, b, cc)
+		c.ackNext(ClusterType, a, b, cc)
 
 		b2 := h.put(t, ClusterType, false, "B", 2)
-		r = c.nextOf(ClusterType)
-		wantResources(t, r, a, b2, cc)
-		c.ack(r)
+		c.ackNext(ClusterType, a, b2, cc)
 
 		h.apply(ClusterType, true, a, b2) // C deleted
-		r = c.nextOf(ClusterType)
-		wantResources(t, r, a, b2)
-		c.ack(r)
+		r := c.ackNext(ClusterType, a, b2)
 
 		h.apply(ClusterType, true) // all deleted
 		empty := c.nextOf(ClusterType)
@@ -141,17 +145,13 @@ func TestFullState(t *testing.T) {
 		h.apply(ListenerType, true, l1, l2, resource(t, ListenerType, "L3", 1))
 		c := h.perType(t, ListenerType)
 		c.subscribe(ListenerType, "L1", "L2")
-		r := c.ackNext(ListenerType, l1, l2)
+		c.ackNext(ListenerType, l1, l2)
 
 		l1b := h.put(t, ListenerType, false, "L1", 2)
-		r = c.nextOf(ListenerType)
-		wantResources(t, r, l1b, l2)
-		c.ack(r)
+		c.ackNext(ListenerType, l1b, l2)
 
 		h.apply(ListenerType, true, l1b, resource(t, ListenerType, "L3", 1)) // L2 deleted
-		r = c.nextOf(ListenerType)
-		wantResources(t, r, l1b)
-		c.ack(r)
+		c.ackNext(ListenerType, l1b)
 
 		h.apply(ListenerType, true, resource(t, ListenerType, "L3", 1)) // L1 deleted
 		wantResources(t, c.nextOf(ListenerType))
@@ -163,8 +163,7 @@ func TestFullState(t *testing.T) {
 // subscription naming resources is always answered.
 func TestReconnectSameVersion(t *testing.T) {
 	h := newHarness(t)
-	abc := clusters(t, 1, "A", "B", "C")
-	h.apply(ClusterType, true, abc...)
+	abc := h.applyClusters(t, 1, "A", "B", "C")
 	first := h.ads(t)
 	first.subscribe(ClusterType)
 	v := first.nextOf(ClusterType).VersionInfo
@@ -198,8 +197,7 @@ func TestReconnectSameVersion(t *testing.T) {
 // upstream change must be pushed on top of A, B, C.
 func TestReconnectAfterLastStreamClosed(t *testing.T) {
 	h := newHarness(t)
-	abc := clusters(t, 1, "A", "B", "C")
-	h.apply(ClusterType, true, abc...)
+	abc := h.applyClusters(t, 1, "A", "B", "C")
 	first := h.ads(t)
 	first.subscribe(ClusterType)
 	r := first.nextOf(ClusterType)

@@ -40,6 +40,9 @@ type Class struct {
 	// estimate.
 	limits    Limits
 	nodeBytes int
+	// shardLinger is how long a shard left by its last stream's end
+	// lingers (Leave); zero: it goes at once.
+	shardLinger time.Duration
 
 	// Guarded by mu.
 	mu     sync.Mutex
@@ -48,6 +51,9 @@ type Class struct {
 	// last watcher leaves is kept, with its upstream interest, for clients
 	// that come back. Written under Registry.mu as well.
 	idle bool
+	// lingering: the shards left by ended streams, until their linger
+	// passes (see linger.go).
+	lingering shardLinger
 
 	// Guarded by Registry.mu (see registry.go).
 	leases    int         // streams (and REST polls) using the class
@@ -61,7 +67,7 @@ func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
 		onInterest = func(string) {}
 	}
 	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{},
-		nodeBytes: proto.Size(node)}
+		nodeBytes: proto.Size(node), lingering: shardLinger{max: MaxLingeringShards}}
 }
 
 func (c *Class) table(typeURL string) *table {
@@ -95,11 +101,11 @@ func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited b
 	if s == nil {
 		// Before any table exists: a refused type leaves nothing behind.
 		if limited {
-			if err := c.admit(t, typeURL, sub); err != nil {
+			if err := c.admitEvicting(typeURL, sub); err != nil {
 				return nil, err
 			}
 		}
-		t = c.table(typeURL)
+		t = c.table(typeURL) // an eviction may have freed the type's table
 		s = &Shard{Key: key, Class: c, TypeURL: typeURL, Sub: sub, watchers: map[Watcher]struct{}{}}
 		interestChanged := t.add(s) // first: it marks names only the upstream can answer
 		t.rebuild(s)
@@ -107,19 +113,27 @@ func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited b
 			c.onInterest(typeURL)
 		}
 	}
+	c.lingering.take(s) // a lingering shard is in use again
 	s.watchers[w] = struct{}{}
 	return s, nil
 }
 
 // Unsubscribe removes w from s; the last watcher leaving removes the shard
-// and drops names nobody needs from the union interest.
+// and drops names nobody needs from the union interest. (A stream that
+// ends leaves its shards with Leave, to linger.)
 func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(s.watchers, w)
-	if len(s.watchers) > 0 || c.idle {
+	if len(s.watchers) > 0 || s.lingering != nil || c.idle {
 		return // an idle class keeps its shards until its linger ends
 	}
+	c.removeShardLocked(s)
+}
+
+// removeShardLocked removes a shard nobody watches from its table, telling
+// the upstream hook if the union interest changed (mu held).
+func (c *Class) removeShardLocked(s *Shard) {
 	if t := c.tables[s.TypeURL]; t != nil {
 		if t.remove(s) {
 			c.onInterest(s.TypeURL)
@@ -386,6 +400,9 @@ type ShardStatus struct {
 	Resources int      `json:"resources"`
 	Bytes     int      `json:"bytes"`
 	Streams   int      `json:"streams"`
+	// Lingering: left by its last stream's end, kept for the class's
+	// linger (see Class.Leave).
+	Lingering bool `json:"lingering,omitempty"`
 }
 
 // Status returns a consistent view of the class's tables and shards.
@@ -398,7 +415,8 @@ func (c *Class) Status() []TableStatus {
 		ts := TableStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
 		for _, list := range t.shards {
 			for _, s := range list {
-				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers)}
+				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers),
+					Lingering: s.lingering != nil}
 				if r := s.Current(); r != nil {
 					ss.Version, ss.Resources, ss.Bytes = r.Version, len(r.Names), r.Body.Len()
 				}

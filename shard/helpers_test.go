@@ -2,6 +2,7 @@ package shard
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -29,3 +30,16 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// concurrently runs f(0) … f(n-1) on n goroutines and waits for them all.
+func concurrently(n int, f func(g int)) {
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(g)
+		}()
+	}
+	wg.Wait()
+}

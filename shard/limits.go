@@ -83,16 +83,17 @@ func requestBytes(typeURL string, nodeBytes, names, payload int, wildcard bool) 
 
 // admit checks that a new shard subscribing to sub of typeURL (whose table
 // t may be nil: nothing of the type exists yet) keeps the class within its
-// limits. Called with c.mu held, before anything is changed.
-func (c *Class) admit(t *table, typeURL string, sub Subscription) error {
+// limits; liveOnly: counting only the shards that do not linger (see
+// admitEvicting). Called with c.mu held, before anything is changed.
+func (c *Class) admit(t *table, typeURL string, sub Subscription, liveOnly bool) *LimitError {
 	l := c.limits
 	if l == (Limits{}) {
 		return nil
 	}
-	if l.MaxTypes > 0 && (t == nil || len(t.shards) == 0) {
+	if l.MaxTypes > 0 && (t == nil || !t.hasShards(liveOnly)) {
 		n := 1
 		for _, o := range c.tables {
-			if len(o.shards) > 0 {
+			if o.hasShards(liveOnly) {
 				n++
 			}
 		}
@@ -100,12 +101,10 @@ func (c *Class) admit(t *table, typeURL string, sub Subscription) error {
 			return &LimitError{Limit: LimitTypes, Class: c.Name, TypeURL: typeURL, Want: n, Max: l.MaxTypes}
 		}
 	}
-	names, payload, wildcard := 0, 0, sub.Wildcard
-	if t != nil {
-		names, payload, wildcard = len(t.byName), t.namePayload, wildcard || len(t.wildcards) > 0
-	}
+	u := t.union(liveOnly)
+	names, payload, wildcard := u.names, u.payload, sub.Wildcard || u.wildcard
 	for _, n := range sub.Names {
-		if t == nil || t.byName[n] == nil {
+		if !u.has(n) {
 			names++
 			payload += nameBytes(n)
 		}

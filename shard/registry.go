@@ -15,8 +15,11 @@ func keyString(k Key) string { return fmt.Sprintf("%016x", uint64(k)) }
 // Lifecycle bounds how long and how many classes live (see Registry).
 type Lifecycle struct {
 	// Linger is how long a class whose streams all left keeps its shards,
-	// upstream subscription and state before it is dropped whole. Zero or
-	// less: classes are never dropped (they live as long as the registry).
+	// upstream subscription and state before it is dropped whole, and how
+	// long a shard left by its last stream's end lingers with its upstream
+	// interest (Class.Leave). Zero or less: classes are never dropped
+	// (they live as long as the registry), and an ended stream's shards go
+	// at once.
 	Linger time.Duration
 	// MaxClasses bounds the classes; a node that would create one more is
 	// refused (MaxClassesError) unless a lingering class can be evicted.
@@ -141,6 +144,7 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	c := newClass(name, node, nil)
 	c.onFanout = r.onFanout
 	c.limits = r.limits
+	c.shardLinger = max(r.life.Linger, 0)
 	if r.newClass != nil {
 		if hook := r.newClass(c); hook != nil {
 			c.onInterest = hook
@@ -242,8 +246,9 @@ func (r *Registry) drop(c *Class) {
 	c.free()
 }
 
-// Close stops the linger timers and waits for drops in progress; classes
-// are no longer dropped.
+// Close stops the linger timers (the classes' and their shards') and waits
+// for drops in progress; classes are no longer dropped, lingering shards no
+// longer removed.
 func (r *Registry) Close() {
 	r.mu.Lock()
 	r.closed = true
@@ -252,6 +257,9 @@ func (r *Registry) Close() {
 			c.linger.Stop()
 			c.linger = nil
 		}
+		c.mu.Lock()
+		c.lingering.stop()
+		c.mu.Unlock()
 	}
 	r.mu.Unlock()
 	r.drops.Wait()
@@ -269,7 +277,8 @@ func (r *Registry) Classes() []*Class {
 }
 
 // sweep removes the shards no stream watches (left while the class
-// lingered), narrowing the upstream interest. Called with Registry.mu held.
+// lingered), narrowing the upstream interest; a shard still in its own
+// linger (Leave) is left to it. Called with Registry.mu held.
 func (c *Class) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -277,7 +286,7 @@ func (c *Class) sweep() {
 		changed := false
 		for _, list := range t.shards {
 			for _, s := range slices.Clone(list) {
-				if len(s.watchers) == 0 && t.remove(s) {
+				if len(s.watchers) == 0 && s.lingering == nil && t.remove(s) {
 					changed = true
 				}
 			}
@@ -294,5 +303,6 @@ func (c *Class) sweep() {
 func (c *Class) free() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.lingering.stop()
 	clear(c.tables)
 }

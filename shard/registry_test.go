@@ -116,36 +116,30 @@ func TestAcquireRacesDrop(t *testing.T) {
 		}
 	}})
 	defer r.Close()
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := &recorder{}
-			for i := range 500 {
-				c, err := r.Acquire(node(fmt.Sprintf("c%d", (g+i)%3)))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				r.mu.Lock()
-				if c.dropped {
-					t.Errorf("Acquire returned a dropped class %s", c.Name)
-				}
-				r.mu.Unlock()
-				mu.Lock()
-				leased[c]++
-				mu.Unlock()
-				s := c.Subscribe(edsType, NewSubscription([]string{"x"}, false), w)
-				mu.Lock()
-				leased[c]--
-				mu.Unlock()
-				r.Release(c)
-				c.Unsubscribe(s, w)
+	concurrently(8, func(g int) {
+		w := &recorder{}
+		for i := range 500 {
+			c, err := r.Acquire(node(fmt.Sprintf("c%d", (g+i)%3)))
+			if err != nil {
+				t.Error(err)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			r.mu.Lock()
+			if c.dropped {
+				t.Errorf("Acquire returned a dropped class %s", c.Name)
+			}
+			r.mu.Unlock()
+			mu.Lock()
+			leased[c]++
+			mu.Unlock()
+			s := c.Subscribe(edsType, NewSubscription([]string{"x"}, false), w)
+			mu.Lock()
+			leased[c]--
+			mu.Unlock()
+			r.Release(c)
+			c.Unsubscribe(s, w)
+		}
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(bad) > 0 {

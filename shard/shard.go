@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"container/list"
 	"context"
 	"slices"
 	"sync/atomic"
@@ -285,6 +286,10 @@ type Shard struct {
 
 	// Guarded by Class.mu.
 	watchers map[Watcher]struct{}
+	// lingering is the shard's place in its class's linger queue while no
+	// stream watches it since its last stream ended (see Class.Leave); nil
+	// otherwise.
+	lingering *list.Element
 }
 
 // Current returns the shard's latest response, or nil while the shard has

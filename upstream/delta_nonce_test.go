@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"testing"
-	"time"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -14,11 +13,8 @@ import (
 // whose nonce is not the latest it sent, so a subscription change carrying
 // an older nonce can be lost during a push (issue 11, item 6).
 func TestDeltaSubscriptionChangesCarryNoNonce(t *testing.T) {
-	srv, addr := startScriptedDelta(t)
-	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	w := nopWatcher{}
-	subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
-	ds := srv.next(t)
+	_, class, _, ds := startDeltaCDS(t, w)
 	wantReq(t, ds.request(t), shard.ClusterType, []string{"*"}, nil)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", SystemVersionInfo: "v1",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})

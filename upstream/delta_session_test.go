@@ -50,6 +50,18 @@ func newDeltaClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Clas
 	return c, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
 }
 
+// startDeltaCDS starts a scripted delta server and a client of it that does
+// not reconnect within a test, whose class subscribes w to every cluster. It
+// returns the client, the class, the CDS shard and the server's end of the
+// stream the client opens.
+func startDeltaCDS(t *testing.T, w shard.Watcher) (*Client, *shard.Class, *shard.Shard, *scripted[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]) {
+	t.Helper()
+	srv, addr := startScriptedDelta(t)
+	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	cds := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	return c, class, cds, srv.next(t)
+}
+
 // wantReq checks a delta request's type, subscribe and unsubscribe lists
 // (order-insensitive) and that it is no NACK.
 func wantReq(t *testing.T, r *discoverygrpc.DeltaDiscoveryRequest, typeURL string, sub, unsub []string) {
@@ -62,11 +74,8 @@ func wantReq(t *testing.T, r *discoverygrpc.DeltaDiscoveryRequest, typeURL strin
 }
 
 func TestDeltaSubscriptionDiffs(t *testing.T) {
-	srv, addr := startScriptedDelta(t)
-	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	w := nopWatcher{}
-	cds := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
-	ds := srv.next(t)
+	_, class, cds, ds := startDeltaCDS(t, w)
 
 	first := ds.request(t)
 	if n := first.GetNode(); n.GetId() != "relay-under-test" || n.GetCluster() != "class-a" || n.GetUserAgentName() != "envoy" {
@@ -101,11 +110,8 @@ func TestDeltaSubscriptionDiffs(t *testing.T) {
 }
 
 func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
-	srv, addr := startScriptedDelta(t)
-	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	w := nopWatcher{}
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
-	ds := srv.next(t)
+	c, class, sh, ds := startDeltaCDS(t, w)
 	ds.request(t)
 
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s1", Nonce: "n1",
@@ -158,10 +164,7 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 }
 
 func TestDeltaBadResponsesAreNACKed(t *testing.T) {
-	srv, addr := startScriptedDelta(t)
-	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
-	ds := srv.next(t)
+	c, _, sh, ds := startDeltaCDS(t, nopWatcher{})
 	ds.request(t)
 	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "good0",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})

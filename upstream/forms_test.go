@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -162,7 +163,7 @@ func TestSotWRepeatingUpstreamIsNotAnsweredAtOnce(t *testing.T) {
 	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss := srv.next(t)
 
-	ab := []*anypb.Any{mustAny(t, &clusterv3.Cluster{Name: "a"}), mustAny(t, &clusterv3.Cluster{Name: "b"})}
+	ab := []*anypb.Any{xdstest.MustAny(t, &clusterv3.Cluster{Name: "a"}), xdstest.MustAny(t, &clusterv3.Cluster{Name: "b"})}
 	ba := []*anypb.Any{ab[1], ab[0]}
 	stop := make(chan struct{})
 	counted := make(chan int)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -45,24 +46,15 @@ func (w *recWatcher) seen() ([]*shard.Heartbeat, int) {
 	return slices.Clone(w.beats), w.changes
 }
 
-func mustAny(t *testing.T, m proto.Message) *anypb.Any {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 // wrap is a SotW resource wrapped in envoy.service.discovery.v3.Resource
 // with ttl; inner nil makes it a heartbeat.
 func wrap(t *testing.T, name string, inner proto.Message, ttl time.Duration) *anypb.Any {
 	t.Helper()
 	r := &discoverygrpc.Resource{Name: name, Ttl: durationpb.New(ttl)}
 	if inner != nil {
-		r.Resource = mustAny(t, inner)
+		r.Resource = xdstest.MustAny(t, inner)
 	}
-	return mustAny(t, r)
+	return xdstest.MustAny(t, r)
 }
 
 func sendSotW(t *testing.T, ss *scriptedStream, version, nonce string, resources ...*anypb.Any) {
@@ -194,7 +186,7 @@ func TestTTLSotWHeartbeatKeepsResourcesWithoutTTL(t *testing.T) {
 	_, _, sh := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	ss := srv.next(t)
 	ss.request(t)
-	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
+	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), xdstest.MustAny(t, &clusterv3.Cluster{Name: "b"}))
 	cur := sh.Current()
 	if cur == nil || !slices.Equal(cur.Names, []string{"a", "b"}) {
 		t.Fatalf("shard holds %v, want [a b]", names(sh))
@@ -218,11 +210,8 @@ func deltaTTL(t *testing.T, name, version string, ttl time.Duration) *discoveryg
 // is a heartbeat (ACKed, no change, forwarded to watchers); a new TTL is a
 // change.
 func TestTTLDeltaUpstream(t *testing.T) {
-	srv, addr := startScriptedDelta(t)
-	_, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	rec := &recWatcher{}
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, rec)
-	ds := srv.next(t)
+	_, _, sh, ds := startDeltaCDS(t, rec)
 	first := ds.request(t)
 	wantFeatures(t, first.GetNode().GetClientFeatures())
 
@@ -332,7 +321,7 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	if cur := wild.Current(); cur != nil {
 		t.Fatalf("a heartbeat-only response answered the wildcard: the wildcard shard serves %v as the complete CDS state", cur.Names)
 	}
-	sendACKed(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "b"}))
+	sendACKed(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), xdstest.MustAny(t, &clusterv3.Cluster{Name: "b"}))
 	if got := names(wild); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("wildcard shard after the real answer: %v, want [a b]", got)
 	}
@@ -358,7 +347,7 @@ func TestTTLSotWHeartbeatDoesNotResolvePending(t *testing.T) {
 	if cur := both.Current(); cur != nil {
 		t.Fatalf("a heartbeat-only response resolved the pending name c: the shard serves %v (c deleted for its clients)", cur.Names)
 	}
-	sendACKed(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), mustAny(t, &clusterv3.Cluster{Name: "c"}))
+	sendACKed(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), xdstest.MustAny(t, &clusterv3.Cluster{Name: "c"}))
 	if got := names(both); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("shard after the answer: %v, want [a c]", got)
 	}

@@ -6,21 +6,6 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// The reasons cells exclude features by default: divergences found and
-// not fixed (docs/conformance.md; shrunk schedules under testdata).
-const (
-	// whyMixLinearDelta: testdata/linear-delta-wildcard-after-restart.json
-	// conforms since the client's claim was fixed; with the exclusion
-	// lifted, 2 schedules in 1000 diverged and did not replay
-	// (docs/conformance.md, Runs).
-	whyMixLinearDelta = "unclassified: with the exclusion lifted, 2 in 1000 schedules (seeds 600134, 600238) leave a " +
-		"wildcard client of a class that asked names before holding a deleted Listener or Cluster; timing-dependent"
-	// whyFileStale: see testdata/file-stale-generation.json.
-	whyFileStale = "unclassified: after a deletion a SotW client of the file cell can keep a RouteConfiguration at a " +
-		"generation the source replaced a quiet point earlier; the quiet point does not wait for the source's " +
-		"debounced reload, so the relay may never have loaded that generation (suspected engine timing, not confirmed)"
-)
-
 // Cells is the matrix of upstreams, in the order the test runs them, each
 // with the features it excludes by default and why.
 func Cells() []Cell {
@@ -30,8 +15,8 @@ func Cells() []Cell {
 		{Name: "snapshot/sotw", Upstream: UpSnapshot},
 		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true},
 		{Name: "linear/sotw", Upstream: UpLinear},
-		{Name: "linear/delta", Upstream: UpLinear, Delta: true, Exclude: map[Feature]string{FMix: whyMixLinearDelta}},
-		{Name: "file", Upstream: UpFile, Exclude: map[Feature]string{FDelete: whyFileStale}},
+		{Name: "linear/delta", Upstream: UpLinear, Delta: true},
+		{Name: "file", Upstream: UpFile},
 		{Name: "chain/sotw", Upstream: UpChain},
 		{Name: "chain/delta", Upstream: UpChain, Delta: true},
 	}

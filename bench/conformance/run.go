@@ -129,6 +129,9 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 			}
 		case "quiet":
 			began := time.Now()
+			if err := up.settle(o.Wait); err != nil {
+				return err
+			}
 			report := quiet(model, clients, o.Wait)
 			if o.Trace != nil {
 				o.Trace("quiet step %d took %v", i, time.Since(began))

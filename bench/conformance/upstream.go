@@ -1,12 +1,15 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -48,7 +51,17 @@ type upstream struct {
 	cp     *xdstest.ControlPlane // nil for UpFile
 	dir    string                // UpFile: the source directory
 	relays []*app.Relay          // the last one serves the clients
+
+	// UpFile: a client of a class of its own watching the anchor, whose
+	// generation settle bumps (see settle).
+	probe     *xdstest.Client
+	anchorGen int
 }
+
+// anchorName is the file cell's anchor: a Runtime no schedule uses.
+const anchorName = "conformance-anchor"
+
+const runtimeType = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
 
 func relayConfig(listenUpstream string, delta bool, id string) app.Config {
 	cfg := app.DefaultConfig()
@@ -88,13 +101,19 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string) (up *upstream, err er
 		// directory is a half-done deploy, not a deletion of everything), so
 		// a resource of a type no schedule uses keeps every state the
 		// schedules make servable, an empty one included.
-		anchor := `{"resources":[{"@type":"type.googleapis.com/envoy.service.runtime.v3.Runtime","name":"conformance-anchor"}]}`
-		if err := os.WriteFile(filepath.Join(u.dir, "anchor.json"), []byte(anchor), 0o644); err != nil {
+		if err := u.writeAnchor(); err != nil {
 			return nil, err
 		}
 		cfg := relayConfig("", false, "relay-file")
 		cfg.Source.Dir = u.dir
-		return u, u.startRelay(cfg, log.Named("relay"))
+		if err := u.startRelay(cfg, log.Named("relay")); err != nil {
+			return nil, err
+		}
+		node := &corev3.Node{Id: "probe", Cluster: "conformance-probe"}
+		if u.probe, err = xdstest.Dial(u.addr(), xdstest.Options{Node: node, ADS: true}); err != nil {
+			return nil, err
+		}
+		return u, u.probe.Subscribe(runtimeType, xdstest.Sub{Names: []string{anchorName}})
 	case UpChain:
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: xdstest.Snapshot}); err != nil {
 			return nil, err
@@ -161,6 +180,50 @@ func (u *upstream) delete(t, name string) error {
 	return err
 }
 
+// writeAnchor writes the anchor at anchorGen, aside and renamed.
+func (u *upstream) writeAnchor() error {
+	anchor := fmt.Sprintf(`{"resources":[{"@type":%q,"name":%q,"layer":{"gen":%d}}]}`, runtimeType, anchorName, u.anchorGen)
+	tmp := filepath.Join(u.dir, ".anchor.json")
+	if err := os.WriteFile(tmp, []byte(anchor), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(u.dir, "anchor.json"))
+}
+
+// settle returns once the relay serves every change the schedule made to
+// its source, within wait. A control plane's changes are served as they
+// are made; the file source reloads its directory after a debounce, so a
+// quiet point could otherwise pass before a change was loaded at all (a
+// class with no client holding the name has nothing to wait for), and a
+// client subscribing later would be served an older generation. The
+// anchor is written after every other change: once the probe holds its
+// new generation, the source has loaded the directory with all of them.
+func (u *upstream) settle(wait time.Duration) error {
+	if u.probe == nil {
+		return nil
+	}
+	u.anchorGen++
+	if err := u.writeAnchor(); err != nil {
+		return err
+	}
+	want := u.anchorGen
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if !u.probe.WaitFor(ctx, func(c *xdstest.Client) bool { return anchorGen(c.Held(runtimeType)[anchorName]) == want }) {
+		return fmt.Errorf("the file source did not load anchor generation %d within %v", want, wait)
+	}
+	return nil
+}
+
+// anchorGen reads the generation of a held anchor (-1: none).
+func anchorGen(a *anypb.Any) int {
+	var rt runtimev3.Runtime
+	if a == nil || a.UnmarshalTo(&rt) != nil {
+		return -1
+	}
+	return int(rt.GetLayer().GetFields()["gen"].GetNumberValue())
+}
+
 func (u *upstream) restart() error {
 	if u.cp == nil {
 		return nil
@@ -169,6 +232,9 @@ func (u *upstream) restart() error {
 }
 
 func (u *upstream) close() {
+	if u.probe != nil {
+		u.probe.Close()
+	}
 	for i := len(u.relays) - 1; i >= 0; i-- {
 		u.relays[i].Close()
 	}

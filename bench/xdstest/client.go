@@ -497,33 +497,29 @@ func (c *Client) Reconnect() error {
 
 // Held returns what the client holds of typeURL: name -> resource.
 func (c *Client) Held(typeURL string) map[string]*anypb.Any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ts := c.types[typeURL]; ts != nil {
-		return maps.Clone(ts.held)
-	}
-	return map[string]*anypb.Any{}
+	return copyOf(c, typeURL, func(ts *typeState) map[string]*anypb.Any { return ts.held })
 }
 
 // Versions returns the delta resource versions the client holds of typeURL.
 func (c *Client) Versions(typeURL string) map[string]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ts := c.types[typeURL]; ts != nil {
-		return maps.Clone(ts.versions)
-	}
-	return map[string]string{}
+	return copyOf(c, typeURL, func(ts *typeState) map[string]string { return ts.versions })
 }
 
 // Rejected returns, for names the client NACKed and has not accepted a newer
 // word on since, what the NACKed response said (nil: that it is absent).
 func (c *Client) Rejected(typeURL string) map[string]*anypb.Any {
+	return copyOf(c, typeURL, func(ts *typeState) map[string]*anypb.Any { return ts.rejected })
+}
+
+// copyOf returns a copy of the map field of typeURL's state, empty if the
+// client has no state of typeURL.
+func copyOf[V any](c *Client, typeURL string, field func(*typeState) map[string]V) map[string]V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ts := c.types[typeURL]; ts != nil {
-		return maps.Clone(ts.rejected)
+		return maps.Clone(field(ts))
 	}
-	return map[string]*anypb.Any{}
+	return map[string]V{}
 }
 
 // Subscription returns how the server must read the client's subscription

@@ -2,6 +2,7 @@ package xdstest
 
 import (
 	"fmt"
+	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -123,4 +124,14 @@ func Generation(a *anypb.Any) (string, int, error) {
 		return name, 0, fmt.Errorf("%s %q: content is no generation of xdstest.Resource", Short(a.GetTypeUrl()), name)
 	}
 	return name, gen, nil
+}
+
+// MustAny wraps m in an Any, failing the test if it cannot.
+func MustAny(t testing.TB, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

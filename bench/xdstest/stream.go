@@ -42,46 +42,35 @@ var (
 	_ wireStream = deltaWire{}
 )
 
-// openWire opens the stream for typeURL ("" for ADS) of the protocol.
+// streamMethods are the full method names of the SotW and delta streams of
+// each service the client opens, by type URL ("": ADS).
+var streamMethods = map[string][2]string{
+	"":           {discoveryv3.AggregatedDiscoveryService_StreamAggregatedResources_FullMethodName, discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName},
+	ClusterType:  {clusterservice.ClusterDiscoveryService_StreamClusters_FullMethodName, clusterservice.ClusterDiscoveryService_DeltaClusters_FullMethodName},
+	EndpointType: {endpointservice.EndpointDiscoveryService_StreamEndpoints_FullMethodName, endpointservice.EndpointDiscoveryService_DeltaEndpoints_FullMethodName},
+	ListenerType: {listenerservice.ListenerDiscoveryService_StreamListeners_FullMethodName, listenerservice.ListenerDiscoveryService_DeltaListeners_FullMethodName},
+	RouteType:    {routeservice.RouteDiscoveryService_StreamRoutes_FullMethodName, routeservice.RouteDiscoveryService_DeltaRoutes_FullMethodName},
+	SecretType:   {secretservice.SecretDiscoveryService_StreamSecrets_FullMethodName, secretservice.SecretDiscoveryService_DeltaSecrets_FullMethodName},
+}
+
+// openWire opens the stream for typeURL ("" for ADS) of the protocol, as the
+// generated clients do.
 func openWire(ctx context.Context, conn *grpc.ClientConn, delta bool, typeURL string) (wireStream, error) {
+	methods, ok := streamMethods[typeURL]
+	if !ok {
+		return nil, fmt.Errorf("xdstest: no per-type service for %s", typeURL)
+	}
+	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 	if delta {
-		var s deltaStream
-		var err error
-		switch typeURL {
-		case "":
-			s, err = discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-		case ClusterType:
-			s, err = clusterservice.NewClusterDiscoveryServiceClient(conn).DeltaClusters(ctx)
-		case EndpointType:
-			s, err = endpointservice.NewEndpointDiscoveryServiceClient(conn).DeltaEndpoints(ctx)
-		case ListenerType:
-			s, err = listenerservice.NewListenerDiscoveryServiceClient(conn).DeltaListeners(ctx)
-		case RouteType:
-			s, err = routeservice.NewRouteDiscoveryServiceClient(conn).DeltaRoutes(ctx)
-		case SecretType:
-			s, err = secretservice.NewSecretDiscoveryServiceClient(conn).DeltaSecrets(ctx)
-		default:
-			return nil, fmt.Errorf("xdstest: no per-type delta service for %s", typeURL)
+		cs, err := conn.NewStream(ctx, desc, methods[1], grpc.StaticMethod())
+		if err != nil {
+			return nil, err
 		}
-		return deltaWire{s}, err
+		return deltaWire{&grpc.GenericClientStream[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]{ClientStream: cs}}, nil
 	}
-	var s sotwStream
-	var err error
-	switch typeURL {
-	case "":
-		s, err = discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	case ClusterType:
-		s, err = clusterservice.NewClusterDiscoveryServiceClient(conn).StreamClusters(ctx)
-	case EndpointType:
-		s, err = endpointservice.NewEndpointDiscoveryServiceClient(conn).StreamEndpoints(ctx)
-	case ListenerType:
-		s, err = listenerservice.NewListenerDiscoveryServiceClient(conn).StreamListeners(ctx)
-	case RouteType:
-		s, err = routeservice.NewRouteDiscoveryServiceClient(conn).StreamRoutes(ctx)
-	case SecretType:
-		s, err = secretservice.NewSecretDiscoveryServiceClient(conn).StreamSecrets(ctx)
-	default:
-		return nil, fmt.Errorf("xdstest: no per-type SotW service for %s", typeURL)
+	cs, err := conn.NewStream(ctx, desc, methods[0], grpc.StaticMethod())
+	if err != nil {
+		return nil, err
 	}
-	return sotwWire{s}, err
+	return sotwWire{&grpc.GenericClientStream[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]{ClientStream: cs}}, nil
 }

@@ -28,23 +28,18 @@ const ResourceTypeURL = "type.googleapis.com/envoy.service.discovery.v3.Resource
 // aliases, version (if any), the encoded Any (nil for a heartbeat) and the
 // encoded TTL Duration (if any).
 func appendResource(b []byte, name, version string, aliases []string, encodedAny, ttl []byte) []byte {
-	b = protowire.AppendTag(b, resName, protowire.BytesType)
-	b = protowire.AppendString(b, name)
+	b = appendString(b, resName, name)
 	for _, a := range aliases {
-		b = protowire.AppendTag(b, resAliases, protowire.BytesType)
-		b = protowire.AppendString(b, a)
+		b = appendString(b, resAliases, a)
 	}
 	if version != "" {
-		b = protowire.AppendTag(b, resVersion, protowire.BytesType)
-		b = protowire.AppendString(b, version)
+		b = appendString(b, resVersion, version)
 	}
 	if encodedAny != nil {
-		b = protowire.AppendTag(b, resResource, protowire.BytesType)
-		b = protowire.AppendBytes(b, encodedAny)
+		b = appendBytes(b, resResource, encodedAny)
 	}
 	if ttl != nil {
-		b = protowire.AppendTag(b, resTTL, protowire.BytesType)
-		b = protowire.AppendBytes(b, ttl)
+		b = appendBytes(b, resTTL, ttl)
 	}
 	return b
 }
@@ -56,8 +51,7 @@ func appendResource(b []byte, name, version string, aliases []string, encodedAny
 func DeltaEntry(name, version string, aliases []string, encodedAny, ttl []byte) []byte {
 	inner := appendResource(nil, name, version, aliases, encodedAny, ttl)
 	b := make([]byte, 0, len(inner)+protowire.SizeTag(deltaResources)+protowire.SizeVarint(uint64(len(inner))))
-	b = protowire.AppendTag(b, deltaResources, protowire.BytesType)
-	return protowire.AppendBytes(b, inner)
+	return appendBytes(b, deltaResources, inner)
 }
 
 // WrappedAny encodes a google.protobuf.Any holding a Resource wrapper, as
@@ -74,8 +68,7 @@ type DeltaBodyBuilder struct{ b []byte }
 // NewDeltaBodyBuilder starts a body with system_version_info.
 func NewDeltaBodyBuilder(systemVersion string, sizeHint int) *DeltaBodyBuilder {
 	b := make([]byte, 0, sizeHint+len(systemVersion)+128)
-	b = protowire.AppendTag(b, deltaSystemVersion, protowire.BytesType)
-	b = protowire.AppendString(b, systemVersion)
+	b = appendString(b, deltaSystemVersion, systemVersion)
 	return &DeltaBodyBuilder{b: b}
 }
 
@@ -84,14 +77,12 @@ func (d *DeltaBodyBuilder) AddEntry(entry []byte) { d.b = append(d.b, entry...) 
 
 // AddRemoved appends one removed_resources name.
 func (d *DeltaBodyBuilder) AddRemoved(name string) {
-	d.b = protowire.AppendTag(d.b, deltaRemoved, protowire.BytesType)
-	d.b = protowire.AppendString(d.b, name)
+	d.b = appendString(d.b, deltaRemoved, name)
 }
 
 // Finish appends type_url and returns the body.
 func (d *DeltaBodyBuilder) Finish(typeURL string) []byte {
-	d.b = protowire.AppendTag(d.b, deltaTypeURL, protowire.BytesType)
-	d.b = protowire.AppendString(d.b, typeURL)
+	d.b = appendString(d.b, deltaTypeURL, typeURL)
 	return d.b
 }
 
@@ -127,33 +118,6 @@ func ParseDeltaResponse(b []byte) (*RawDeltaResponse, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// forEachBytesField calls f for every length-delimited field of b and checks
-// that the rest is well-formed.
-func forEachBytesField(b []byte, f func(protowire.Number, []byte)) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			f(num, v)
-			b = b[m:]
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		b = b[m:]
-	}
-	return nil
 }
 
 // DeltaResource is an envoy.service.discovery.v3.Resource as received.

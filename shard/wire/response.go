@@ -35,67 +35,60 @@ type RawResponse struct {
 // and raw resources. Unknown fields (canary, control_plane) are skipped.
 func ParseResponse(b []byte) (*RawResponse, error) {
 	r := &RawResponse{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, fmt.Errorf("discovery response: %w", protowire.ParseError(n))
+	err := forEachBytesField(b, func(num protowire.Number, v []byte) {
+		switch num {
+		case respVersionInfo:
+			r.VersionInfo = string(v)
+		case respResources:
+			r.Resources = append(r.Resources, v)
+		case respTypeURL:
+			r.TypeURL = string(v)
+		case respNonce:
+			r.Nonce = string(v)
 		}
-		b = b[n:]
-		if typ == protowire.BytesType && (num == respVersionInfo || num == respResources || num == respTypeURL || num == respNonce) {
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return nil, fmt.Errorf("discovery response field %d: %w", num, protowire.ParseError(m))
-			}
-			b = b[m:]
-			switch num {
-			case respVersionInfo:
-				r.VersionInfo = string(v)
-			case respResources:
-				r.Resources = append(r.Resources, v)
-			case respTypeURL:
-				r.TypeURL = string(v)
-			case respNonce:
-				r.Nonce = string(v)
-			}
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return nil, fmt.Errorf("discovery response field %d: %w", num, protowire.ParseError(m))
-		}
-		b = b[m:]
+	})
+	if err != nil {
+		return nil, fmt.Errorf("discovery response: %w", err)
 	}
 	return r, nil
 }
 
 // ParseAny returns the type URL and value of an encoded google.protobuf.Any.
 func ParseAny(b []byte) (typeURL string, value []byte, err error) {
+	err = forEachBytesField(b, func(num protowire.Number, v []byte) {
+		switch num {
+		case anyTypeURL:
+			typeURL = string(v)
+		case anyValue:
+			value = v
+		}
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return typeURL, value, nil
+}
+
+// forEachBytesField calls f for every length-delimited field of b and checks
+// that the rest is well-formed.
+func forEachBytesField(b []byte, f func(protowire.Number, []byte)) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", nil, protowire.ParseError(n)
+			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if typ == protowire.BytesType && (num == anyTypeURL || num == anyValue) {
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return "", nil, protowire.ParseError(m)
-			}
-			b = b[m:]
-			if num == anyTypeURL {
-				typeURL = string(v)
-			} else {
-				value = v
-			}
-			continue
-		}
 		m := protowire.ConsumeFieldValue(num, typ, b)
 		if m < 0 {
-			return "", nil, protowire.ParseError(m)
+			return fmt.Errorf("field %d: %w", num, protowire.ParseError(m))
+		}
+		if typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b)
+			f(num, v)
 		}
 		b = b[m:]
 	}
-	return typeURL, value, nil
+	return nil
 }
 
 // ErrNoName reports a resource whose name field is absent or empty.
@@ -108,21 +101,13 @@ var ErrNoName = errors.New("resource has no name (field 1)")
 // reported instead of accepted.
 func ResourceName(value []byte) (string, error) {
 	var name string
-	for b := value; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return "", protowire.ParseError(n)
-		}
-		b = b[n:]
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return "", fmt.Errorf("field %d: %w", num, protowire.ParseError(m))
-		}
-		if num == 1 && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b)
+	err := forEachBytesField(value, func(num protowire.Number, v []byte) {
+		if num == 1 {
 			name = string(v)
 		}
-		b = b[m:]
+	})
+	if err != nil {
+		return "", err
 	}
 	if name == "" {
 		return "", ErrNoName
@@ -132,10 +117,8 @@ func ResourceName(value []byte) (string, error) {
 
 // AppendAny appends an encoded google.protobuf.Any.
 func AppendAny(b []byte, typeURL string, value []byte) []byte {
-	b = protowire.AppendTag(b, anyTypeURL, protowire.BytesType)
-	b = protowire.AppendString(b, typeURL)
-	b = protowire.AppendTag(b, anyValue, protowire.BytesType)
-	return protowire.AppendBytes(b, value)
+	b = appendString(b, anyTypeURL, typeURL)
+	return appendBytes(b, anyValue, value)
 }
 
 // BodyBuilder assembles a nonce-less DiscoveryResponse body from already
@@ -147,21 +130,18 @@ type BodyBuilder struct{ b []byte }
 // total size of the resources.
 func NewBodyBuilder(version string, sizeHint int) *BodyBuilder {
 	b := make([]byte, 0, sizeHint+len(version)+128)
-	b = protowire.AppendTag(b, respVersionInfo, protowire.BytesType)
-	b = protowire.AppendString(b, version)
+	b = appendString(b, respVersionInfo, version)
 	return &BodyBuilder{b: b}
 }
 
 // AddResource appends one encoded google.protobuf.Any as a resources entry.
 func (bb *BodyBuilder) AddResource(encodedAny []byte) {
-	bb.b = protowire.AppendTag(bb.b, respResources, protowire.BytesType)
-	bb.b = protowire.AppendBytes(bb.b, encodedAny)
+	bb.b = appendBytes(bb.b, respResources, encodedAny)
 }
 
 // Finish appends type_url and returns the body.
 func (bb *BodyBuilder) Finish(typeURL string) []byte {
-	bb.b = protowire.AppendTag(bb.b, respTypeURL, protowire.BytesType)
-	bb.b = protowire.AppendString(bb.b, typeURL)
+	bb.b = appendString(bb.b, respTypeURL, typeURL)
 	return bb.b
 }
 
@@ -172,7 +152,18 @@ func NonceSuffix(nonce string) []byte {
 	return appendNonceField(make([]byte, 0, len(nonce)+2), []byte(nonce))
 }
 
-// appendNonceField appends the nonce field holding nonce to b.
+// appendString appends field num holding s.
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
+}
+
+// appendBytes appends field num holding v.
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
+// appendNonceField appends the nonce field holding nonce to b. (Spelled out:
+// it is on the per-stream path, and appendBytes is too large to inline.)
 func appendNonceField(b, nonce []byte) []byte {
 	b = protowire.AppendTag(b, respNonce, protowire.BytesType)
 	return protowire.AppendBytes(b, nonce)

@@ -65,14 +65,25 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// validAs decodes data into want with proto. It reports false when proto
+// rejects data too, and fails the test when proto accepts what parser
+// rejected with err.
+func validAs(t *testing.T, data []byte, want proto.Message, parser string, err error) bool {
+	t.Helper()
+	if proto.Unmarshal(data, want) != nil {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("%s rejects a valid %s %v: %v", parser, want.ProtoReflect().Descriptor().Name(), want, err)
+	}
+	return true
+}
+
 func checkParseResponse(t *testing.T, data []byte) {
 	got, err := ParseResponse(data)
 	var want discoveryv3.DiscoveryResponse
-	if proto.Unmarshal(data, &want) != nil {
+	if !validAs(t, data, &want, "ParseResponse", err) {
 		return
-	}
-	if err != nil {
-		t.Fatalf("ParseResponse rejects a valid DiscoveryResponse %v: %v", &want, err)
 	}
 	if got.VersionInfo != want.VersionInfo || got.TypeURL != want.TypeUrl || got.Nonce != want.Nonce || len(got.Resources) != len(want.Resources) {
 		t.Fatalf("ParseResponse = %q %q %q %d resources, proto = %q %q %q %d", got.VersionInfo, got.TypeURL, got.Nonce, len(got.Resources),
@@ -89,11 +100,8 @@ func checkParseResponse(t *testing.T, data []byte) {
 func checkParseAny(t *testing.T, data []byte) {
 	typeURL, value, err := ParseAny(data)
 	var want anypb.Any
-	if proto.Unmarshal(data, &want) != nil {
+	if !validAs(t, data, &want, "ParseAny", err) {
 		return
-	}
-	if err != nil {
-		t.Fatalf("ParseAny rejects a valid Any %v: %v", &want, err)
 	}
 	if typeURL != want.TypeUrl || !bytes.Equal(value, want.Value) {
 		t.Fatalf("ParseAny = %q %x, proto = %q %x", typeURL, value, want.TypeUrl, want.Value)
@@ -122,11 +130,8 @@ func checkResourceName(t *testing.T, data []byte) {
 func checkParseDeltaResponse(t *testing.T, data []byte) {
 	got, err := ParseDeltaResponse(data)
 	var want discoveryv3.DeltaDiscoveryResponse
-	if proto.Unmarshal(data, &want) != nil {
+	if !validAs(t, data, &want, "ParseDeltaResponse", err) {
 		return
-	}
-	if err != nil {
-		t.Fatalf("ParseDeltaResponse rejects a valid DeltaDiscoveryResponse %v: %v", &want, err)
 	}
 	if got.SystemVersionInfo != want.SystemVersionInfo || got.TypeURL != want.TypeUrl || got.Nonce != want.Nonce ||
 		len(got.Resources) != len(want.Resources) || !slices.Equal(got.Removed, want.RemovedResources) {
@@ -147,11 +152,8 @@ func checkParseDeltaResponse(t *testing.T, data []byte) {
 func checkParseDeltaResource(t *testing.T, data []byte) {
 	got, err := ParseDeltaResource(data)
 	var want discoveryv3.Resource
-	if proto.Unmarshal(data, &want) != nil {
+	if !validAs(t, data, &want, "ParseDeltaResource", err) {
 		return
-	}
-	if err != nil {
-		t.Fatalf("ParseDeltaResource rejects a valid Resource %v: %v", &want, err)
 	}
 	if got.Name != want.Name || got.Version != want.Version || !slices.Equal(got.Aliases, want.Aliases) ||
 		(got.Any != nil) != (want.Resource != nil) || (got.TTL != nil) != (want.Ttl != nil) {

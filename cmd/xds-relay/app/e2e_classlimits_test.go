@@ -144,9 +144,10 @@ func TestClassRetainsNothingAfterDeltaClientsLeave(t *testing.T) {
 				ctx := testContext(t)
 				m, addr := start[protocol]("127.0.0.1:0")
 				m.Set(t, "gone", "v1", map[resource.Type][]types.Resource{resource.EndpointType: loadAssignments("real")})
-				r := startRelay(t, addr, relayAs(relayID), upstreamProtocol(protocol))
+				r := startRelay(t, addr, relayAs(relayID), upstreamProtocol(protocol), shortLinger())
 				// A client of another type keeps the class in use: a class
 				// all of whose clients left would linger with their shards.
+				// Theirs linger briefly (shortLinger), then go.
 				keeper := dialDelta(t, ctx, r.Addr(), "keeper", "gone")
 				keeper.Subscribe(resource.ClusterType, "k")
 				awaitWatched(t, ctx, r, "gone", resource.ClusterType)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
@@ -15,6 +16,29 @@ import (
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
+// startDeltaUpstreamClients starts a relay speaking delta to a control plane
+// that serves class the clusters named (connect timeout 1s), and a SotW and
+// a delta client of the class subscribed to every cluster, each of which
+// must get them all.
+func startDeltaUpstreamClients(t *testing.T, class string, clusters ...string) (*fixture, *adsClient, *deltaADS) {
+	t.Helper()
+	var cs []*clusterv3.Cluster
+	for _, name := range clusters {
+		cs = append(cs, timedCluster(name, 1))
+	}
+	f := startFixture(t, class, map[resource.Type][]types.Resource{resource.ClusterType: cds(cs...)}, relayAs("relay-delta"), upstreamProtocol("delta"))
+	sc := dialADS(t, f.ctx, f.relay.Addr(), "sotw-1", class)
+	sc.Subscribe(resource.ClusterType)
+	dc := dialDelta(t, f.ctx, f.relay.Addr(), "delta-1", class)
+	dc.Subscribe(resource.ClusterType, "*")
+	want := slices.Sorted(slices.Values(clusters))
+	if got := clusterNames(t, sc.Next(10*time.Second)); !slices.Equal(got, want) {
+		t.Fatalf("SotW client: clusters %v, want %v", got, want)
+	}
+	wantDeltaResp(t, dc.Next(10*time.Second), resource.ClusterType, want, nil)
+	return f, sc, dc
+}
+
 // TestE2EDeltaUpstreamFanOut serves a SotW and a delta client of one class
 // from a relay speaking delta to go-control-plane: each gets the clusters in
 // its own protocol, a change of one cluster reaches the delta client as that
@@ -22,17 +46,8 @@ import (
 // delta stream and no SotW stream.
 func TestE2EDeltaUpstreamFanOut(t *testing.T) {
 	const class = "class-delta-fanout"
-	f := startFixture(t, class, map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1))}, relayAs("relay-delta"), upstreamProtocol("delta"))
+	f, sc, dc := startDeltaUpstreamClients(t, class, "a", "b", "c")
 	ctx, m, r := f.ctx, f.cp, f.relay
-
-	sc := dialADS(t, ctx, r.Addr(), "sotw-1", class)
-	sc.Subscribe(resource.ClusterType)
-	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
-	dc.Subscribe(resource.ClusterType, "*")
-	if got := clusterNames(t, sc.Next(10*time.Second)); !slices.Equal(got, []string{"a", "b", "c"}) {
-		t.Fatalf("SotW client: clusters %v, want [a b c]", got)
-	}
-	wantDeltaResp(t, dc.Next(10*time.Second), resource.ClusterType, []string{"a", "b", "c"}, nil)
 
 	m.Set(t, class, "v2", map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 2), timedCluster("c", 1))})
 	wantDeltaResp(t, dc.Next(10*time.Second), resource.ClusterType, []string{"b"}, nil)
@@ -127,16 +142,8 @@ func TestE2EDeltaUpstreamUnknownCluster(t *testing.T) {
 // of what it holds.
 func TestE2EDeltaUpstreamRestart(t *testing.T) {
 	const class = "class-delta-restart"
-	f := startFixture(t, class, map[resource.Type][]types.Resource{resource.ClusterType: cds(timedCluster("one", 1), timedCluster("two", 1), timedCluster("three", 1))}, relayAs("relay-delta"), upstreamProtocol("delta"))
+	f, sc, dc := startDeltaUpstreamClients(t, class, "one", "two", "three")
 	ctx, m1, r := f.ctx, f.cp, f.relay
-	sc := dialADS(t, ctx, r.Addr(), "sotw-1", class)
-	sc.Subscribe(resource.ClusterType)
-	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
-	dc.Subscribe(resource.ClusterType, "*")
-	if got := clusterNames(t, sc.Next(10*time.Second)); !slices.Equal(got, []string{"one", "three", "two"}) {
-		t.Fatalf("SotW client: clusters %v", got)
-	}
-	wantDeltaResp(t, dc.Next(10*time.Second), resource.ClusterType, []string{"one", "three", "two"}, nil)
 	eventually(t, ctx, "the upstream stream to be connected", func() bool {
 		return upstreamStatus(t, ctx, r, class).State == upstream.StateConnected
 	})
@@ -306,6 +313,25 @@ func shortType(typeURL string) string {
 	return typeURL
 }
 
+// holdClustersAndEndpoints starts a control plane serving clusters a and b
+// and their endpoints to class-a, a relay speaking protocol to it with
+// delta.parent_removal_wait set to wait, and a delta client of class-a
+// holding the clusters (the wildcard) and the endpoints (by name).
+func holdClustersAndEndpoints(t *testing.T, protocol string, wait time.Duration) (*controlPlane, *deltaADS) {
+	t.Helper()
+	m := startMgmt(t, "127.0.0.1:0")
+	ab := []string{"a", "b"}
+	m.Set(t, "class-a", "v1", clustersAndEndpoints(ab, ab))
+	r := startRelayWait(t, m.Addr, protocol, wait)
+
+	c := dialDelta(t, testContext(t), r.Addr(), "client-1", "class-a")
+	c.Subscribe(resource.ClusterType, "*")
+	wantDeltaResp(t, c.Next(10*time.Second), resource.ClusterType, ab, nil)
+	c.Subscribe(resource.EndpointType, "a", "b")
+	wantDeltaResp(t, c.Next(10*time.Second), resource.EndpointType, ab, nil)
+	return m, c
+}
+
 // TestE2EDeltaEndpointsRemovedBeforeCluster: a relay with a delta upstream
 // (go-control-plane's snapshot cache) serves a delta ADS client holding
 // clusters and their endpoints. However the control plane orders the two
@@ -314,17 +340,8 @@ func shortType(typeURL string) string {
 // is told of the endpoints' removal before the cluster's (Istio's delta
 // client fails otherwise).
 func TestE2EDeltaEndpointsRemovedBeforeCluster(t *testing.T) {
-	ctx := testContext(t)
-	m := startMgmt(t, "127.0.0.1:0")
+	m, c := holdClustersAndEndpoints(t, "delta", time.Minute)
 	ab := []string{"a", "b"}
-	m.Set(t, "class-a", "v1", clustersAndEndpoints(ab, ab))
-	r := startRelayWait(t, m.Addr, "delta", time.Minute)
-
-	c := dialDelta(t, ctx, r.Addr(), "client-1", "class-a")
-	c.Subscribe(resource.ClusterType, "*")
-	wantDeltaResp(t, c.Next(10*time.Second), resource.ClusterType, ab, nil)
-	c.Subscribe(resource.EndpointType, "a", "b")
-	wantDeltaResp(t, c.Next(10*time.Second), resource.EndpointType, ab, nil)
 
 	// The cluster first, its endpoints in a later snapshot.
 	m.Set(t, "class-a", "v2", clustersAndEndpoints([]string{"a"}, ab))
@@ -357,17 +374,7 @@ func TestE2EDeltaEndpointsRemovedBeforeCluster(t *testing.T) {
 // cluster's removal is not held for it: it reaches the delta client at
 // once, not after delta.parent_removal_wait.
 func TestE2EDeltaClusterRemovalNotHeldWithSotWUpstream(t *testing.T) {
-	ctx := testContext(t)
-	m := startMgmt(t, "127.0.0.1:0")
-	ab := []string{"a", "b"}
-	m.Set(t, "class-a", "v1", clustersAndEndpoints(ab, ab))
-	r := startRelayWait(t, m.Addr, "sotw", time.Hour)
-
-	c := dialDelta(t, ctx, r.Addr(), "client-1", "class-a")
-	c.Subscribe(resource.ClusterType, "*")
-	wantDeltaResp(t, c.Next(10*time.Second), resource.ClusterType, ab, nil)
-	c.Subscribe(resource.EndpointType, "a", "b")
-	wantDeltaResp(t, c.Next(10*time.Second), resource.EndpointType, ab, nil)
+	m, c := holdClustersAndEndpoints(t, "sotw", time.Hour)
 
 	m.Set(t, "class-a", "v2", clustersAndEndpoints([]string{"a"}, []string{"a"}))
 	wantDeltaResp(t, c.Next(10*time.Second), resource.ClusterType, nil, []string{"b"})

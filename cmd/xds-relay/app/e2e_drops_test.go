@@ -14,6 +14,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 	"github.com/xds-relay/xds-relay/relay/drop"
 )
@@ -36,13 +37,13 @@ func TestE2EDropsAgree(t *testing.T) {
 			t.Fatalf("send %s: %v", nonce, err)
 		}
 	}
-	a := mustAny(t, &clusterv3.Cluster{Name: "a"})
+	a := xdstest.MustAny(t, &clusterv3.Cluster{Name: "a"})
 	send(resource.ClusterType, "dup", a, a) // rejected: a duplicate name
 	if req := h.request(t, ctx); req.GetResponseNonce() != "dup" || req.GetErrorDetail() == nil {
 		t.Fatalf("want the NACK of dup, got %v", req)
 	}
 	// Never subscribed: dropped unanswered; the next answer is the fence.
-	send(resource.EndpointType, "eds", mustAny(t, &endpointv3.ClusterLoadAssignment{ClusterName: "a"}))
+	send(resource.EndpointType, "eds", xdstest.MustAny(t, &endpointv3.ClusterLoadAssignment{ClusterName: "a"}))
 	send(resource.ClusterType, "good", a)
 	if req := h.request(t, ctx); req.GetResponseNonce() != "good" || req.GetErrorDetail() != nil {
 		t.Fatalf("want the ACK of good, got %v", req)

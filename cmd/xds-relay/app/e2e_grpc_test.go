@@ -58,12 +58,12 @@ func grpcResources(t *testing.T, target, addr string) map[resource.Type][]types.
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{ConfigSource: ads, RouteConfigName: routeName}},
 		HttpFilters: []*hcmv3.HttpFilter{{
 			Name:       "envoy.filters.http.router",
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &routerv3.Router{})},
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: xdstest.MustAny(t, &routerv3.Router{})},
 		}},
 	}
 	lis := &listenerv3.Listener{
 		Name:        target,
-		ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(t, hcm)},
+		ApiListener: &listenerv3.ApiListener{ApiListener: xdstest.MustAny(t, hcm)},
 	}
 	route := &routev3.RouteConfiguration{
 		Name: routeName,

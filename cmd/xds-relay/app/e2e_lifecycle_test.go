@@ -314,7 +314,8 @@ func TestE2EDeltaUpstreamResubscribeExact(t *testing.T) {
 				resource.ClusterType:  cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
 				resource.EndpointType: loadAssignments("k"),
 			})
-			r := startRelay(t, m.Addr, relayAs("relay-resub"), withConfig(func(c *app.Config) { c.Upstream.Protocol = "delta" }))
+			// The first client's shard lingers only briefly after it leaves.
+			r := startRelay(t, m.Addr, relayAs("relay-resub"), withConfig(func(c *app.Config) { c.Upstream.Protocol = "delta" }), shortLinger())
 			keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
 			keeper.Subscribe(resource.EndpointType, "k")
 			wantDeltaResp(t, keeper.Next(10*time.Second), resource.EndpointType, []string{"k"}, nil)

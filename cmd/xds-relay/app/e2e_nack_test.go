@@ -11,7 +11,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
@@ -58,33 +57,26 @@ func startHandADS(t *testing.T) (*handADS, string) {
 // stream returns the next upstream stream the relay opens.
 func (h *handADS) stream(t *testing.T, ctx context.Context) grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse] {
 	t.Helper()
-	select {
-	case st := <-h.streams:
-		return st
-	case <-ctx.Done():
-		t.Fatal("the relay never opened an upstream stream")
-		return nil
-	}
+	return receive(t, ctx, h.streams, "the relay never opened an upstream stream")
 }
 
 func (h *handADS) request(t *testing.T, ctx context.Context) *discoveryv3.DiscoveryRequest {
 	t.Helper()
-	select {
-	case req := <-h.reqs:
-		return req
-	case <-ctx.Done():
-		t.Fatal("timed out waiting for a request from the relay")
-		return nil
-	}
+	return receive(t, ctx, h.reqs, "timed out waiting for a request from the relay")
 }
 
-func mustAny(t *testing.T, m proto.Message) *anypb.Any {
+// receive returns the next value of ch, failing the test with msg if ctx
+// ends first.
+func receive[T any](t *testing.T, ctx context.Context, ch <-chan T, msg string) T {
 	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatal(msg)
+		var zero T
+		return zero
 	}
-	return a
 }
 
 // TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients sends the relay,
@@ -141,21 +133,21 @@ func TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients(t *testing.T) {
 		}
 	}
 
-	good1 := mustAny(t, edsCluster("alpha"))
+	good1 := xdstest.MustAny(t, edsCluster("alpha"))
 	send("v1", "n1", good1)
 	expect("n1", "v1", false)
 	expectClients("alpha")
 
-	endpointAny := mustAny(t, &endpointv3.ClusterLoadAssignment{ClusterName: "sneaky"})
+	endpointAny := xdstest.MustAny(t, &endpointv3.ClusterLoadAssignment{ClusterName: "sneaky"})
 	garbage := &anypb.Any{TypeUrl: resource.ClusterType, Value: []byte{0x0a, 0x05, 'b', 'r', 'o', 'k', 'e', 0x12, 0xff}}
 	bad := []struct {
 		name      string
 		resources []*anypb.Any
 	}{
 		{"Any type differs from the response type", []*anypb.Any{good1, endpointAny}},
-		{"duplicate resource name", []*anypb.Any{good1, mustAny(t, edsCluster("beta")), mustAny(t, edsCluster("beta"))}},
+		{"duplicate resource name", []*anypb.Any{good1, xdstest.MustAny(t, edsCluster("beta")), xdstest.MustAny(t, edsCluster("beta"))}},
 		{"truncated resource", []*anypb.Any{good1, garbage}},
-		{"resource without a name", []*anypb.Any{good1, mustAny(t, &clusterv3.Cluster{})}},
+		{"resource without a name", []*anypb.Any{good1, xdstest.MustAny(t, &clusterv3.Cluster{})}},
 	}
 	for i, b := range bad {
 		nonce := "bad-" + string(rune('a'+i))
@@ -167,7 +159,7 @@ func TestE2EBadUpstreamResponseIsNACKedAndNeverReachesClients(t *testing.T) {
 	}
 
 	// Barrier: the next good response is the next thing clients see.
-	send("v2", "n2", good1, mustAny(t, edsCluster("gamma")))
+	send("v2", "n2", good1, xdstest.MustAny(t, edsCluster("gamma")))
 	expect("n2", "v2", false)
 	expectClients("alpha", "gamma")
 	for _, c := range []*adsClient{c1, c2} {

@@ -28,7 +28,7 @@ func TestE2EResubscribeAfterIdleGetsCurrentState(t *testing.T) {
 			ctx := testContext(t)
 			m := startMgmt(t, "127.0.0.1:0")
 			m.Set(t, "class-a", "v0", clusters("c0"))
-			r := startRelay(t, m.Addr)
+			r := startRelay(t, m.Addr, shortLinger()) // the first client's shard goes soon after it
 
 			keeper := dialADS(t, ctx, r.Addr(), "keeper", "class-a")
 			keeper.Subscribe(resource.ListenerType)

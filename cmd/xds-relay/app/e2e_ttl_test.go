@@ -24,13 +24,35 @@ const (
 	clusterTTL          = 10 * time.Second
 )
 
-// startHeartbeatMgmt starts a control plane whose snapshot cache
-// heartbeats resources with a TTL every heartbeatInterval. It returns the
-// address and the control plane.
-func startHeartbeatMgmt(t *testing.T) (string, *controlPlane) {
+// startTTLRelay starts a control plane whose snapshot cache heartbeats
+// resources with a TTL every heartbeatInterval, serving class the clusters
+// cs at v1 (a with TTL clusterTTL), and a relay (opts) on it.
+func startTTLRelay(t *testing.T, class string, cs []*clusterv3.Cluster, opts ...relayOption) (*controlPlane, *app.Relay) {
 	t.Helper()
 	m := startMgmt(t, "127.0.0.1:0", func(o *xdstest.CPOptions) { o.Heartbeat = heartbeatInterval })
-	return m.Addr, m
+	setTTLSnapshot(t, m, class, "v1", map[string]time.Duration{"a": clusterTTL}, cs...)
+	return m, startRelay(t, m.Addr, opts...)
+}
+
+// subscribeTTLAware opens client aware-1 of class on r, announcing
+// resource-in-SotW and subscribed to every cluster, and returns it with its
+// first response.
+func subscribeTTLAware(t *testing.T, ctx context.Context, r *app.Relay, class string) (*adsClient, *discoveryv3.DiscoveryResponse) {
+	t.Helper()
+	aware := awareADS(t, ctx, r, "aware-1", class)
+	aware.Subscribe(resource.ClusterType)
+	return aware, aware.Next(10 * time.Second)
+}
+
+// subscribeTTLDelta opens delta client delta-1 of class on r, subscribed to
+// every cluster, and returns it with its first response: cluster a.
+func subscribeTTLDelta(t *testing.T, ctx context.Context, r *app.Relay, class string) (*deltaADS, *discoveryv3.DeltaDiscoveryResponse) {
+	t.Helper()
+	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
+	dc.Subscribe(resource.ClusterType, "*")
+	first := dc.Next(10 * time.Second)
+	wantDeltaResp(t, first, resource.ClusterType, []string{"a"}, nil)
+	return dc, first
 }
 
 // setTTLSnapshot installs clusters for class; those in ttl get that TTL.
@@ -139,16 +161,11 @@ func streamTypeStatus(t *testing.T, ctx context.Context, r *app.Relay, id string
 func TestE2ETTLSotWHeartbeats(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-ttl-sotw"
-	addr, cache := startHeartbeatMgmt(t)
-	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
-	r := startRelay(t, addr)
+	cache, r := startTTLRelay(t, class, []*clusterv3.Cluster{timedCluster("a", 1)})
 
-	aware := awareADS(t, ctx, r, "aware-1", class)
-	aware.Subscribe(resource.ClusterType)
+	aware, first := subscribeTTLAware(t, ctx, r, class)
 	plain := dialADS(t, ctx, r.Addr(), "plain-1", class)
 	plain.Subscribe(resource.ClusterType)
-
-	first := aware.Next(10 * time.Second)
 	if e := readSotW(t, first); len(e) != 1 || !e["a"].hasBody || e["a"].ttl != clusterTTL {
 		t.Fatalf("aware client's first response %+v, want a wrapped with ttl %v", e, clusterTTL)
 	}
@@ -182,12 +199,8 @@ func TestE2ETTLSotWHeartbeats(t *testing.T) {
 func TestE2ETTLHeartbeatKeepsClustersWithoutTTL(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-ttl-mixed"
-	addr, cache := startHeartbeatMgmt(t)
-	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1), timedCluster("b", 1))
-	r := startRelay(t, addr)
-	aware := awareADS(t, ctx, r, "aware-1", class)
-	aware.Subscribe(resource.ClusterType)
-	first := aware.Next(10 * time.Second)
+	_, r := startTTLRelay(t, class, []*clusterv3.Cluster{timedCluster("a", 1), timedCluster("b", 1)})
+	aware, first := subscribeTTLAware(t, ctx, r, class)
 	if e := readSotW(t, first); len(e) != 2 || e["a"].ttl != clusterTTL || !e["b"].hasBody || e["b"].ttl != 0 {
 		t.Fatalf("first response %+v, want a (ttl) and b (none)", e)
 	}
@@ -208,13 +221,8 @@ func TestE2ETTLHeartbeatKeepsClustersWithoutTTL(t *testing.T) {
 func TestE2ETTLDeltaClientThroughSotWUpstream(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-ttl-delta-client"
-	addr, cache := startHeartbeatMgmt(t)
-	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
-	r := startRelay(t, addr)
-	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
-	dc.Subscribe(resource.ClusterType, "*")
-	first := dc.Next(10 * time.Second)
-	wantDeltaResp(t, first, resource.ClusterType, []string{"a"}, nil)
+	_, r := startTTLRelay(t, class, []*clusterv3.Cluster{timedCluster("a", 1)})
+	dc, first := subscribeTTLDelta(t, ctx, r, class)
 	a := first.GetResources()[0]
 	if a.GetTtl().AsDuration() != clusterTTL || a.GetResource() == nil {
 		t.Fatalf("a = %v, want the cluster with ttl %v", a, clusterTTL)
@@ -244,13 +252,8 @@ func TestE2ETTLDeltaClientThroughSotWUpstream(t *testing.T) {
 func TestE2ETTLDeltaUpstream(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-ttl-delta-upstream"
-	addr, cache := startHeartbeatMgmt(t)
-	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
-	r := startRelay(t, addr, relayAs("relay-delta-ttl"), upstreamProtocol("delta"))
-	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)
-	dc.Subscribe(resource.ClusterType, "*")
-	first := dc.Next(10 * time.Second)
-	wantDeltaResp(t, first, resource.ClusterType, []string{"a"}, nil)
+	_, r := startTTLRelay(t, class, []*clusterv3.Cluster{timedCluster("a", 1)}, relayAs("relay-delta-ttl"), upstreamProtocol("delta"))
+	_, first := subscribeTTLDelta(t, ctx, r, class)
 	if first.GetResources()[0].GetTtl() == nil {
 		t.Skip("go-control-plane v0.14's delta server drops TTLs (no Resource.ttl) and heartbeats only SotW watches: nothing to relay")
 	}
@@ -263,12 +266,8 @@ func TestE2ETTLDeltaUpstream(t *testing.T) {
 func TestE2ETTLHeartbeatKeepsAbsenceKnown(t *testing.T) {
 	ctx := testContext(t)
 	const class = "class-ttl-absence"
-	addr, cache := startHeartbeatMgmt(t)
-	setTTLSnapshot(t, cache, class, "v1", map[string]time.Duration{"a": clusterTTL}, timedCluster("a", 1))
-	r := startRelay(t, addr)
-	aware := awareADS(t, ctx, r, "aware-1", class)
-	aware.Subscribe(resource.ClusterType)
-	first := aware.Next(10 * time.Second)
+	_, r := startTTLRelay(t, class, []*clusterv3.Cluster{timedCluster("a", 1)})
+	aware, first := subscribeTTLAware(t, ctx, r, class)
 	waitHeartbeats(t, aware, first.GetVersionInfo(), 1) // the relay has applied a heartbeat-only response
 
 	dc := dialDelta(t, ctx, r.Addr(), "delta-1", class)

@@ -184,7 +184,7 @@ func TestE2EWildcardAfterNamesGetsFullStateWithoutStorm(t *testing.T) {
 			ctx := testContext(t)
 			m := startFormsMgmt(t, tc.ads)
 			m.setForms(t, "v1", []string{"A", "B", "C"}, []string{"L1", "L2"})
-			r := startRelay(t, m.Addr)
+			r := startRelay(t, m.Addr, shortLinger()) // a named client gone: its shards go soon after
 
 			// In ADS mode the snapshot cache answers a request by name only
 			// when it names every resource of the type.

@@ -89,44 +89,39 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	keep(e)
 	t.subscriptions, e = m.Int64UpDownCounter("xds_relay_downstream_subscriptions", metric.WithDescription("Downstream streams subscribed to a type, by variant and type."))
 	keep(e)
-	t.disconnects, e = m.Int64Counter("xds_relay_downstream_disconnects", metric.WithDescription("Downstream streams ended, by variant and reason."))
-	keep(e)
-	t.pushes, e = m.Int64Counter("xds_relay_pushes", metric.WithDescription("Responses written to clients, by variant and type."))
-	keep(e)
-	t.pushBytes, e = m.Int64Counter("xds_relay_push_bytes", metric.WithDescription("Bytes of responses written to clients, by variant and type."), metric.WithUnit("By"))
-	keep(e)
-	t.clientACKs, e = m.Int64Counter("xds_relay_client_acks", metric.WithDescription("ACKs from clients, by class and type."))
-	keep(e)
-	t.clientNACKs, e = m.Int64Counter("xds_relay_client_nacks", metric.WithDescription("NACKs from clients, by class and type."))
-	keep(e)
-	t.collapses, e = m.Int64Counter("xds_relay_queue_collapses", metric.WithDescription("Slow clients' queues collapsed to the latest state (responses dropped), by variant."))
-	keep(e)
-	t.reconnects, e = m.Int64Counter("xds_relay_upstream_reconnects", metric.WithDescription("Upstream stream failures followed by a retry, by class."))
-	keep(e)
-	t.upstreamResps, e = m.Int64Counter("xds_relay_upstream_responses", metric.WithDescription("Upstream responses ACKed or NACKed by the relay, by class, type and result."))
-	keep(e)
-	t.restarts, e = m.Int64Counter("xds_relay_upstream_wildcard_restarts", metric.WithDescription("Upstream streams restarted at once to subscribe to a wildcard after explicit names, by class."))
-	keep(e)
-	t.repeats, e = m.Int64Counter("xds_relay_upstream_repeated_responses", metric.WithDescription("Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."))
-	keep(e)
-	t.namesIgnored, e = m.Int64Counter("xds_relay_upstream_names_ignored", metric.WithDescription("Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."))
-	keep(e)
+	for _, c := range []struct {
+		c                *metric.Int64Counter
+		name, unit, desc string
+	}{
+		{&t.disconnects, "xds_relay_downstream_disconnects", "", "Downstream streams ended, by variant and reason."},
+		{&t.pushes, "xds_relay_pushes", "", "Responses written to clients, by variant and type."},
+		{&t.pushBytes, "xds_relay_push_bytes", "By", "Bytes of responses written to clients, by variant and type."},
+		{&t.clientACKs, "xds_relay_client_acks", "", "ACKs from clients, by class and type."},
+		{&t.clientNACKs, "xds_relay_client_nacks", "", "NACKs from clients, by class and type."},
+		{&t.collapses, "xds_relay_queue_collapses", "", "Slow clients' queues collapsed to the latest state (responses dropped), by variant."},
+		{&t.reconnects, "xds_relay_upstream_reconnects", "", "Upstream stream failures followed by a retry, by class."},
+		{&t.upstreamResps, "xds_relay_upstream_responses", "", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
+		{&t.restarts, "xds_relay_upstream_wildcard_restarts", "", "Upstream streams restarted at once to subscribe to a wildcard after explicit names, by class."},
+		{&t.repeats, "xds_relay_upstream_repeated_responses", "", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
+		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
+	} {
+		*c.c, e = m.Int64Counter(c.name, metric.WithDescription(c.desc), metric.WithUnit(c.unit))
+		keep(e)
+	}
 	t.fanout, e = m.Float64Histogram("xds_relay_fanout_duration", metric.WithDescription("Time from an upstream update to the last stream of a shard written, by type."), metric.WithUnit("s"))
 	keep(e)
 
-	_, e = m.Int64ObservableGauge("xds_relay_node_classes", metric.WithDescription("Node classes."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			classes, _ := g.classesAndShards()
-			o.Observe(int64(classes))
-			return nil
-		}))
+	classes, e := m.Int64ObservableGauge("xds_relay_node_classes", metric.WithDescription("Node classes."))
 	keep(e)
-	_, e = m.Int64ObservableGauge("xds_relay_shards", metric.WithDescription("Shards (class, type, name set)."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			_, shards := g.classesAndShards()
-			o.Observe(int64(shards))
-			return nil
-		}))
+	shards, e := m.Int64ObservableGauge("xds_relay_shards", metric.WithDescription("Shards (class, type, name set)."))
+	keep(e)
+	// Both from one count per scrape.
+	_, e = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		c, s := g.classesAndShards()
+		o.ObserveInt64(classes, int64(c))
+		o.ObserveInt64(shards, int64(s))
+		return nil
+	}, classes, shards)
 	keep(e)
 	_, e = m.Int64ObservableGauge("xds_relay_upstream_connected", metric.WithDescription("1 when the class's upstream stream is connected, else 0, by class."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
