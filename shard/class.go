@@ -161,19 +161,26 @@ func (c *Class) freeIfIdle(t *table) {
 // Newly requested names the class does not hold stay pending until the
 // upstream answers, or PendingGrace has passed: for Listener and Cluster, and
 // for every type when the upstream is incremental (its answers are exact).
-func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) {
+//
+// It returns the names of the resources it dropped. A resource outside sub
+// that a shard subscribed to again since the interest sub was built from is
+// kept, though the upstream was told to forget it: an incremental upstream
+// must be asked for it again in a way that says the class holds it.
+func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) (dropped []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sub.Empty() && c.tables[typeURL] == nil {
-		return // nothing asked of a type the class holds nothing of
+		return nil // nothing asked of a type the class holds nothing of
 	}
 	t := c.table(typeURL)
-	if deadline := t.setRequested(sub, incremental, time.Now()); !deadline.IsZero() {
+	deadline, dropped := t.setRequested(sub, incremental, time.Now())
+	if !deadline.IsZero() {
 		// The timer's goroutine only takes the class lock and returns.
 		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
 	}
 	t.compact()
 	c.freeIfIdle(t)
+	return dropped
 }
 
 // Interest returns the union of the subscriptions of typeURL's shards.

@@ -189,15 +189,16 @@ func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
 // it will no longer keep current: those neither requested nor in the
 // current interest. A wildcard requested anew is awaited until the next
 // answer, so wildcard shards are not served a partial state meanwhile. It
-// returns the earliest grace deadline it started (zero: none).
-func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) (deadline time.Time) {
+// returns the earliest grace deadline it started (zero: none) and the names
+// of the resources it dropped.
+func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) (deadline time.Time, dropped []string) {
 	prevRequested := t.up.requested
 	t.up.ask(sub, incremental)
 	if sub.Wildcard {
 		// A wildcard answer is complete: nothing is pending by name.
 		t.pendingPeak = max(t.pendingPeak, len(t.pending))
 		clear(t.pending)
-		return time.Time{}
+		return time.Time{}, nil
 	}
 	if t.namesAwaitAnswer() {
 		// Names asked for by this request, not held and not asked before:
@@ -230,7 +231,7 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 		}
 	}
 	if len(t.wildcards) > 0 && sub.Wildcard {
-		return deadline
+		return deadline, nil
 	}
 	// Without the wildcard asked (a wildcard shard may be subscribed whose
 	// request is still to be sent), the upstream keeps current only what
@@ -239,9 +240,10 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 	for name, r := range t.resources {
 		if !t.needed(r, sub) {
 			t.drop(name)
+			dropped = append(dropped, name)
 		}
 	}
-	return deadline
+	return deadline, dropped
 }
 
 // lookup finds the shard for sub, if one exists.

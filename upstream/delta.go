@@ -69,13 +69,16 @@ func (ds *deltaSession) syncInterest() error {
 				// This stream asks nothing of the type: the class may drop
 				// what an earlier stream was asked for (and free the type),
 				// and its versions are not claimed on a later subscription.
-				ds.forgetUnsubscribed(typeURL, want)
-				ds.class.Requested(typeURL, want, true)
+				ds.forget(typeURL, ds.class.Requested(typeURL, want, true))
 				continue
 			}
 			ts = &deltaTypeState{}
 			ds.types[typeURL] = ts
 			req.InitialResourceVersions = ds.heldVersions(typeURL, want)
+		default:
+			if name, held := ds.heldNotSubscribed(typeURL, ts.sub, want); held {
+				return &claimRestart{typeURL: typeURL, name: name}
+			}
 		}
 		if ts.sub.Wildcard {
 			// Kept for the stream's life, like SotW's legacy wildcard:
@@ -84,7 +87,6 @@ func (ds *deltaSession) syncInterest() error {
 			want.Wildcard = true
 		}
 		req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe = subscriptionDiff(ts.sub, want)
-		ds.forgetUnsubscribed(typeURL, want)
 		if len(req.ResourceNamesSubscribe) == 0 && len(req.ResourceNamesUnsubscribe) == 0 && ts.sub.Equal(want) && req.InitialResourceVersions == nil {
 			continue
 		}
@@ -94,9 +96,44 @@ func (ds *deltaSession) syncInterest() error {
 		if err := ds.send(req); err != nil {
 			return err
 		}
-		ds.class.Requested(typeURL, want, true)
+		// The versions go with the resources: forgotten exactly when the
+		// class drops them, once the upstream was told. Were they forgotten
+		// before (the send failed, or a shard subscribed again meanwhile and
+		// the class kept it), the class would hold a resource a later stream
+		// does not claim: go-control-plane reports the deletion only of what
+		// a stream claims.
+		ds.forget(typeURL, ds.class.Requested(typeURL, want, true))
 	}
 	return nil
+}
+
+// claimRestart ends a session that would subscribe to a name the class
+// still holds though the stream unsubscribed from it (a shard subscribed
+// again while the unsubscription was sent, so the class kept it):
+// go-control-plane forgot what it sent for the name and, were the resource
+// deleted since, would never say so to a "+[name]". The new stream's first
+// request claims it in initial_resource_versions instead.
+type claimRestart struct {
+	typeURL, name string
+}
+
+func (e *claimRestart) Error() string {
+	return "a " + e.typeURL + " held across an unsubscription (" + e.name + ") is wanted again: restarting the stream"
+}
+
+// heldNotSubscribed returns a name want adds to the stream's subscription
+// have that the class holds (a version is kept for it); none under a
+// wildcard, which keeps everything current.
+func (ds *deltaSession) heldNotSubscribed(typeURL string, have, want shard.Subscription) (string, bool) {
+	if have.Wildcard || want.Wildcard {
+		return "", false
+	}
+	for _, n := range want.Added(have) {
+		if _, ok := ds.deltaVersions[typeURL][n]; ok {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 // subscriptionDiff is what to subscribe and unsubscribe to go from have to
@@ -113,17 +150,12 @@ func subscriptionDiff(have, want shard.Subscription) (sub, unsub []string) {
 	return sub, unsub
 }
 
-// forgetUnsubscribed drops the versions of resources outside want: the
-// class drops them once told (shard.Class.Requested), so claiming them in a
-// later initial_resource_versions would keep the upstream from sending them.
-func (ds *deltaSession) forgetUnsubscribed(typeURL string, want shard.Subscription) {
-	if want.Wildcard {
-		return
-	}
-	for name := range ds.deltaVersions[typeURL] {
-		if !want.Has(name) {
-			delete(ds.deltaVersions[typeURL], name)
-		}
+// forget drops the versions of resources the class dropped: claiming them
+// in a later initial_resource_versions would keep the upstream from sending
+// them.
+func (ds *deltaSession) forget(typeURL string, dropped []string) {
+	for _, name := range dropped {
+		delete(ds.deltaVersions[typeURL], name)
 	}
 }
 

@@ -270,14 +270,7 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
-	ds := srv.next(t)
-	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
-		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1")}})
-	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
-		t.Fatalf("want the ACK of n1, got %v", ack)
-	}
+	named, _ := holdClustersAB(t, srv, class, w)
 	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
 	class.Unsubscribe(named, w)
 	again := srv.next(t) // the old stream ends without asking for "*"
@@ -298,4 +291,20 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 	if got := wild.Current(); got == nil || !slices.Equal(got.Names, []string{"a", "c"}) {
 		t.Fatalf("wildcard = %+v, want [a c]", got)
 	}
+}
+
+// holdClustersAB subscribes a shard to Clusters [a b] on the relay's first
+// stream and answers it with a at a1 and b at b1; it returns the shard and
+// the stream, the answer ACKed.
+func holdClustersAB(t *testing.T, srv scriptedDelta, class *shard.Class, w shard.Watcher) (*shard.Shard, *deltaStream) {
+	t.Helper()
+	ab := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
+	ds := srv.next(t)
+	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1")}})
+	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+	return ab, ds
 }

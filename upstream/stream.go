@@ -152,6 +152,13 @@ func (s *classStream) run(ctx context.Context) {
 		if healthy {
 			failures = 0
 		}
+		var claim *claimRestart
+		if errors.As(err, &claim) {
+			// Not a failure: the new stream claims what the class holds.
+			s.log.Info("restarting the upstream stream to claim a resource held across an unsubscription",
+				zap.String("type_url", claim.typeURL), zap.String("name", claim.name))
+			continue
+		}
 		var restart *wildcardRestart
 		if errors.As(err, &restart) && restart.namesIgnored {
 			continue // logged and counted by the fallback

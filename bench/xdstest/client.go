@@ -309,7 +309,14 @@ func (c *Client) SendSotW(typeURL string, names []string) error {
 	ts.sent = true
 	ts.dropUncovered()
 	c.notifyLocked()
-	return c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version,
+	claim := ts.version
+	if ts.dropped && ts.nonce == "" {
+		// Nothing answered on this stream yet (Reconnect skipped a type
+		// subscribed to nothing): as Reconnect, claim nothing of a state
+		// dropped in part since.
+		claim = ""
+	}
+	return c.sendLocked(typeURL, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: claim,
 		ResourceNames: ts.last, ResponseNonce: ts.nonce})
 }
 

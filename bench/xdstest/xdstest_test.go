@@ -9,7 +9,9 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -219,5 +221,93 @@ func TestClientWire(t *testing.T) {
 	}
 	if !maps.Equal(last, held) || len(held) != 1 {
 		t.Errorf("reconnect sent initial_resource_versions %v, want %v", last, held)
+	}
+}
+
+// fakeADS is a SotW ADS server that hands each request to the test and sends
+// only the responses the test writes.
+type fakeADS struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	reqs  chan *discoveryv3.DiscoveryRequest
+	resps chan *discoveryv3.DiscoveryResponse
+}
+
+func (f *fakeADS) StreamAggregatedResources(st discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	go func() {
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case f.reqs <- r:
+			case <-st.Context().Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case r := <-f.resps:
+			if err := st.Send(r); err != nil {
+				return err
+			}
+		case <-st.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (f *fakeADS) request(t *testing.T) *discoveryv3.DiscoveryRequest {
+	t.Helper()
+	select {
+	case r := <-f.reqs:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no request")
+		return nil
+	}
+}
+
+// A SotW client that unsubscribed from part of a state claims no version on
+// the first request of the type on a new stream, whether Reconnect sends it
+// or a later Subscribe does (Reconnect sends nothing for a type subscribed
+// to nothing): a server that takes the claim at its word (the relay, for a
+// wildcard Cluster state at the version it would send) sends nothing, and
+// the client would hold nothing (conformance chain/sotw seed 500083).
+func TestSotWClaimsNoVersionAfterDroppingAcrossReconnect(t *testing.T) {
+	f := &fakeADS{reqs: make(chan *discoveryv3.DiscoveryRequest, 16), resps: make(chan *discoveryv3.DiscoveryResponse, 1)}
+	srv := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, f)
+	addr := ServeGRPC(t, srv)
+	c, err := Dial(addr, Options{Node: &corev3.Node{Id: "n", Cluster: "c"}, ADS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Subscribe(ClusterType, Sub{Names: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.request(t)
+	a, err := anypb.New(Resource(ClusterType, "a", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.resps <- &discoveryv3.DiscoveryResponse{TypeUrl: ClusterType, VersionInfo: "v1", Nonce: "1", Resources: []*anypb.Any{a}}
+	if ack := f.request(t); ack.GetVersionInfo() != "v1" || ack.GetResponseNonce() != "1" {
+		t.Fatalf("want the ACK of v1, got %v", ack)
+	}
+	if err := c.Subscribe(ClusterType, Sub{}); err != nil { // nothing, after names: unanswered
+		t.Fatal(err)
+	}
+	f.request(t)
+	if err := c.Reconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(ClusterType, Sub{Wildcard: true, Legacy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.request(t); r.GetVersionInfo() != "" || len(r.GetResourceNames()) != 0 || r.GetResponseNonce() != "" {
+		t.Fatalf("first request of the new stream %v, want the legacy wildcard claiming no version: the client holds nothing", r)
 	}
 }
