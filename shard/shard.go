@@ -149,12 +149,15 @@ func (r *Response) WrappedBody() wire.Body {
 }
 
 // Heartbeat is a TTL refresh of some resources of a shard version, from the
-// upstream: not an update, so it changes no version. Immutable.
+// upstream: not an update, so it changes no version. Immutable once shared,
+// but for its bodies, built on first use.
 type Heartbeat struct {
+	// Read-only after creation.
 	Response  *Response // the shard version whose resources are refreshed
 	Resources []*Resource
 	TTLs      [][]byte // the refreshed TTL of each resource
 
+	// Accessed atomically: bodies built on first use by any stream.
 	sotw, delta atomic.Pointer[wire.Body]
 }
 

@@ -27,6 +27,8 @@ import (
 // in the Prometheus text format on the admin port (/metrics). Names and
 // labels are listed in docs/operations.md; every label value is bounded.
 type telemetry struct {
+	// Read-only after creation (the instruments are safe for concurrent
+	// use; classes locks for itself).
 	provider *sdkmetric.MeterProvider
 	handler  http.Handler
 	tracer   trace.Tracer

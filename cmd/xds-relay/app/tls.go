@@ -158,6 +158,7 @@ type certReloader struct {
 	debounce, poll            time.Duration
 	stop, done                chan struct{}
 
+	// Accessed atomically.
 	cur atomic.Pointer[tlsMaterial]
 
 	// reloads counts changes loaded and failures changes that did not load
@@ -166,7 +167,7 @@ type certReloader struct {
 
 	seen      [3][]byte // owned by the run goroutine after construction: the files' contents last read
 	closeOnce sync.Once
-	closeErr  error
+	closeErr  error // written once under closeOnce (Close)
 }
 
 // newCertReloader loads the files (an error names the file; callers add
