@@ -30,6 +30,30 @@ func TestAnswerForUnaskedNameIsDropped(t *testing.T) {
 	}
 }
 
+// The late answer of TestAnswerForUnaskedNameIsDropped, once the type was
+// last asked for nothing and its table freed: it does not make a new table
+// holding b (which the upstream keeps current for nobody; deleted since, it
+// would be served to the type's next subscriber and never reported removed).
+func TestAnswerAfterTypeFreedIsDropped(t *testing.T) {
+	for _, kind := range []UpdateKind{UpdateIncremental, UpdateMerge, UpdateFull} {
+		c, _ := newTestClass(t)
+		w := &recorder{}
+		b := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
+		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
+		c.Unsubscribe(b, w)
+		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental) // nothing: the table goes
+		// The answer to [b], sent before the upstream saw the unsubscription.
+		c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("b", "1")}, Asked: true})
+		wild := c.Subscribe(edsType, NewSubscription(nil, true), w)
+		if r := wild.Current(); r != nil && r.Has("b") {
+			t.Fatalf("%v: b, from an answer to a request made before the type was freed, served to a wildcard", kind)
+		}
+		if st := c.Status(); len(st) > 0 && st[0].Resources > 0 {
+			t.Fatalf("%v: the class holds %d resources of a type asked for nothing", kind, st[0].Resources)
+		}
+	}
+}
+
 // A resource asked for by one of its aliases (VHDS) is asked for.
 func TestAnswerKeptForAskedAlias(t *testing.T) {
 	c, _ := newTestClass(t)

@@ -219,6 +219,14 @@ type Update struct {
 	// Ctx is the update's context (its trace), handed to the fan-out
 	// observer; nil is context.Background.
 	Ctx context.Context
+	// Asked: the update answers a request of a source that subscribes by
+	// name (one that calls Requested). For a type the class holds no table
+	// of, it answers a request made before the type was last asked for
+	// nothing (and its table freed), and is dropped, as keepAsked drops a
+	// late answer's names no longer asked: a new table would take it for
+	// a complete source's state, kept current for nobody, and serve a
+	// resource deleted since to the type's next subscriber.
+	Asked bool
 }
 
 // HeartbeatEntry is one resource's TTL refresh.
@@ -245,7 +253,7 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	start := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(u.Resources) == 0 && c.tables[typeURL] == nil {
+	if c.tables[typeURL] == nil && (len(u.Resources) == 0 || u.Asked) {
 		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
 	}
 	t := c.table(typeURL)

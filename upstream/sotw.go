@@ -230,7 +230,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 			ss.drops.Add(drop.UpstreamUnsubscribed)
 		}
 	}
-	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx}
+	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx, Asked: true}
 	if ss.valid.passVersions {
 		u.Version = resp.VersionInfo
 	}

@@ -22,12 +22,22 @@ import (
 //
 //   - staleER: a RouteConfiguration or ClusterLoadAssignment deleted
 //     upstream may still be held, at a content it had since the last quiet
-//     point at which it existed, (a) by a SotW client, since SotW has no
-//     deletion for these types (spec "Deleting Resources"), and (b) by any
-//     client when the relay's source is a SotW upstream, which cannot say
-//     they were deleted (docs/architecture.md "Delta clients", removal
-//     rule: "a ClusterLoadAssignment or RouteConfiguration missing from
-//     SotW responses is not [reported]").
+//     point at which it existed and a client of the class was checked
+//     holding it, (a) by a SotW client, since SotW has no deletion for
+//     these types (spec "Deleting Resources"), and (b) by any client when
+//     the relay's source is a SotW upstream, which cannot say they were
+//     deleted (docs/architecture.md "Delta clients", removal rule: "a
+//     ClusterLoadAssignment or RouteConfiguration missing from SotW
+//     responses is not [reported]"). Per class: a quiet point proves a
+//     class current only in what its clients cover. A class whose clients
+//     left keeps its shards, and its upstream stream, but nothing waits for
+//     it to be answered; a SotW upstream sends its state as of when it
+//     answers (spec "Knowing When a Requested Resource Does Not Exist":
+//     "the delivery of the updates is eventually consistent"; "Resource
+//     updates": it "does not need to send an update until it determines a
+//     new version is available"), so a change followed by the deletion
+//     may both fall between two answers, and the class, never sent the
+//     change, keeps the content before it.
 //   - rejected: a client that NACKed a response keeps what it had; the
 //     relay does not re-send a NACKed version, only the next different one
 //     (docs/architecture.md "When a stream is sent something": "NACK ...
@@ -42,8 +52,15 @@ import (
 // (docs/architecture.md "The request path", step 4); the quiet-point wait
 // is longer than that grace.
 type Model struct {
-	upstream map[string]map[string]int   // short type -> name -> generation
-	recent   map[string]map[string][]int // short type -> name -> generations since the last quiet point where it existed
+	upstream map[string]map[string]int // short type -> name -> generation
+	// fresh: short type -> name -> generations since the last quiet point
+	// where it existed, what a class that had no client yet may hold (it
+	// asks its upstream when its first client comes).
+	fresh map[string]map[string][]int
+	// recent: per class that had a client, short type -> name ->
+	// generations since the last quiet point where it existed and a client
+	// of the class covering it conformed.
+	recent map[string]map[string]map[string][]int
 	// absenceUnknownER: the relay's source is a SotW upstream, so deleted
 	// RouteConfigurations and ClusterLoadAssignments are not known absent.
 	absenceUnknownER bool
@@ -51,35 +68,63 @@ type Model struct {
 
 // NewModel returns the model of an empty upstream.
 func NewModel(absenceUnknownER bool) *Model {
-	m := &Model{upstream: map[string]map[string]int{}, recent: map[string]map[string][]int{}, absenceUnknownER: absenceUnknownER}
+	m := &Model{upstream: map[string]map[string]int{}, fresh: map[string]map[string][]int{},
+		recent: map[string]map[string]map[string][]int{}, absenceUnknownER: absenceUnknownER}
 	for _, t := range shortTypes {
-		m.upstream[t], m.recent[t] = map[string]int{}, map[string][]int{}
+		m.upstream[t], m.fresh[t] = map[string]int{}, map[string][]int{}
 	}
 	return m
+}
+
+// Join records that a client of class joined: from now on the class's
+// recent generations are its own.
+func (m *Model) Join(class string) {
+	if m.recent[class] != nil {
+		return
+	}
+	m.recent[class] = map[string]map[string][]int{}
+	for t, byName := range m.fresh {
+		m.recent[class][t] = map[string][]int{}
+		for n, gens := range byName {
+			m.recent[class][t][n] = slices.Clone(gens)
+		}
+	}
 }
 
 // Set records that the upstream now holds name of type t at gen.
 func (m *Model) Set(t, name string, gen int) {
 	m.upstream[t][name] = gen
-	m.recent[t][name] = append(m.recent[t][name], gen)
+	m.fresh[t][name] = append(m.fresh[t][name], gen)
+	for _, byType := range m.recent {
+		byType[t][name] = append(byType[t][name], gen)
+	}
 }
 
 // Delete records that the upstream deleted name of type t.
 func (m *Model) Delete(t, name string) { delete(m.upstream[t], name) }
 
-// Quiet marks a quiet point at which every client was found conforming:
-// a resource that exists now can only be stale at its current content.
-func (m *Model) Quiet() {
+// Quiet marks a quiet point at which every client was found conforming: a
+// resource that exists now can only be stale at its current content, in a
+// class that had no client yet, or whose client covering it (covers
+// reports one) was just checked.
+func (m *Model) Quiet(covers func(class, t, name string) bool) {
 	for _, t := range shortTypes {
 		for n, g := range m.upstream[t] {
-			m.recent[t][n] = []int{g}
+			m.fresh[t][n] = []int{g}
+			for class, byType := range m.recent {
+				if covers(class, t, n) {
+					byType[t][n] = []int{g}
+				}
+			}
 		}
 	}
 }
 
-// ClientView is what the model needs of a client: how it subscribes, what
-// it holds and what it rejected, by name -> generation (0: absent).
+// ClientView is what the model needs of a client: its class, how it
+// subscribes, what it holds and what it rejected, by name -> generation
+// (0: absent).
 type ClientView struct {
+	Class    string
 	Delta    bool
 	Sub      xdstest.Sub
 	Held     map[string]int
@@ -122,7 +167,7 @@ func (m *Model) Check(t string, v ClientView) []string {
 		case exists:
 			problems = append(problems, fmt.Sprintf("%s %s: missing, want gen %d", t, n, want))
 		case !has:
-		case staleER && (slices.Contains(m.recent[t][n], got) || rejected):
+		case staleER && (slices.Contains(m.recentGens(v.Class, t, n), got) || rejected):
 			// Lingering at a recent content, or at the one it kept when it
 			// NACKed a newer one (both exceptions at once).
 		case rejected && rej == 0:
@@ -131,6 +176,15 @@ func (m *Model) Check(t string, v ClientView) []string {
 		}
 	}
 	return problems
+}
+
+// recentGens returns the generations a lingering name may be held at by a
+// client of class.
+func (m *Model) recentGens(class, t, name string) []int {
+	if byType := m.recent[class]; byType != nil {
+		return byType[t][name]
+	}
+	return m.fresh[t][name]
 }
 
 // Want renders what the model expects a subscription to hold, for reports.

@@ -37,7 +37,7 @@ func TestModelCheck(t *testing.T) {
 			m.Set("C", "c1", 2)
 			m.Set("C", "c2", 1)
 			m.Set("E", "e1", 1)
-			m.Quiet()
+			m.Quiet(func(string, string, string) bool { return true })
 			m.Delete("C", "c2")
 			m.Delete("E", "e1")
 			if tc.view.Rejected == nil {
@@ -48,6 +48,40 @@ func TestModelCheck(t *testing.T) {
 				t.Errorf("Check = %q, want ok=%v", got, tc.ok)
 			}
 		})
+	}
+}
+
+// TestModelLingerPerClass pins the staleER exception per class: a quiet
+// point proves a class current only in what its clients cover. A class
+// whose clients left (snapshot-sotw-stale-route-rejoin.json) may have been
+// answered before a change and after the deletion that followed it, and
+// keep the content before the change.
+func TestModelLingerPerClass(t *testing.T) {
+	m := NewModel(true)
+	m.Join("a")
+	m.Join("b")
+	m.Set("R", "r2", 3)
+	m.Quiet(func(string, string, string) bool { return true }) // both classes hold r2 at 3
+	m.Set("R", "r2", 4)
+	m.Quiet(func(class, _, _ string) bool { return class == "a" }) // class b has no client
+	m.Join("c")                                                    // asks its upstream now: r2 at 4
+	m.Delete("R", "r2")
+	wild := xdstest.Sub{Wildcard: true}
+	for _, tc := range []struct {
+		class string
+		gen   int
+		ok    bool
+	}{
+		{"b", 3, true},  // never sent 4: the SotW upstream answered before and after it
+		{"b", 4, true},  // or sent it
+		{"a", 3, false}, // checked holding 4 at the last quiet point
+		{"a", 4, true},
+		{"c", 3, false}, // no client before the last quiet point: asked after it
+	} {
+		got := m.Check("R", ClientView{Class: tc.class, Delta: true, Sub: wild, Held: map[string]int{"r2": tc.gen}, Rejected: map[string]int{}})
+		if (len(got) == 0) != tc.ok {
+			t.Errorf("class %s holding r2 at %d: Check = %q, want ok=%v", tc.class, tc.gen, got, tc.ok)
+		}
 	}
 }
 

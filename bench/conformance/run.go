@@ -91,6 +91,7 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 				return err
 			}
 			clients[st.Client] = &runClient{join: st, c: c}
+			model.Join(st.Class)
 		case "leave":
 			if rc != nil {
 				rc.c.Close()
@@ -139,7 +140,7 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 			if report != "" {
 				return &Divergence{Step: i, Report: report}
 			}
-			model.Quiet()
+			model.Quiet(coveredBy(clients))
 		default:
 			return fmt.Errorf("step %d: unknown op %q", i, st.Op)
 		}
@@ -155,7 +156,7 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 // view decodes what a client holds of type t for the model.
 func view(rc *runClient, t string) (ClientView, []string) {
 	typeURL := xdstest.Long(t)
-	v := ClientView{Delta: rc.join.Delta, Sub: rc.c.Subscription(typeURL), Held: map[string]int{}, Rejected: map[string]int{}}
+	v := ClientView{Class: rc.join.Class, Delta: rc.join.Delta, Sub: rc.c.Subscription(typeURL), Held: map[string]int{}, Rejected: map[string]int{}}
 	var problems []string
 	decode := func(into map[string]int, m map[string]*anypb.Any) {
 		for n, a := range m {
@@ -174,6 +175,22 @@ func view(rc *runClient, t string) (ClientView, []string) {
 	decode(v.Held, rc.c.Held(typeURL))
 	decode(v.Rejected, rc.c.Rejected(typeURL))
 	return v, problems
+}
+
+// coveredBy reports, for Model.Quiet, whether a client of class subscribes
+// to name of type t (by name or the wildcard).
+func coveredBy(clients map[int]*runClient) func(class, t, name string) bool {
+	return func(class, t, name string) bool {
+		for _, rc := range clients {
+			if rc.join.Class != class {
+				continue
+			}
+			if sub := rc.c.Subscription(xdstest.Long(t)); sub.Wildcard || slices.Contains(sub.Names, name) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // problems returns what is wrong with a client now ("" if it conforms).
