@@ -144,6 +144,7 @@ func (s *classStream) run(ctx context.Context) {
 	s.namesIgnored = map[string]bool{}
 	defer s.setStatus(func(st *ClassStreamStatus) { st.State = StateStopped })
 	failures := 0
+	var lastRestart time.Time
 	for {
 		healthy, err := s.runSession(ctx)
 		if ctx.Err() != nil {
@@ -153,22 +154,26 @@ func (s *classStream) run(ctx context.Context) {
 			failures = 0
 		}
 		var claim *claimRestart
-		if errors.As(err, &claim) {
+		var restart *wildcardRestart
+		switch {
+		case errors.As(err, &claim):
 			// Not a failure: the new stream claims what the class holds.
 			s.log.Info("restarting the upstream stream to claim a resource held across an unsubscription",
 				zap.String("type_url", claim.typeURL), zap.String("name", claim.name))
-			continue
-		}
-		var restart *wildcardRestart
-		if errors.As(err, &restart) && restart.namesIgnored {
-			continue // logged and counted by the fallback
-		}
-		if errors.As(err, &restart) {
+		case errors.As(err, &restart) && restart.namesIgnored:
+			// Logged and counted by the fallback.
+		case errors.As(err, &restart):
 			// Not a failure: the new stream asks for the wildcard in the
 			// legacy form. Clients keep what they hold meanwhile.
 			s.log.Info("restarting the upstream stream to subscribe to a wildcard after explicit names",
 				zap.String("type_url", restart.typeURL))
 			s.metrics.WildcardRestart(s.class.Name)
+		}
+		if claim != nil || restart != nil {
+			if !sleepCtx(ctx, restartWait(lastRestart, time.Now())) {
+				return
+			}
+			lastRestart = time.Now()
 			continue
 		}
 		delay := s.bo.Delay(failures)
@@ -183,13 +188,40 @@ func (s *classStream) run(ctx context.Context) {
 			st.State, st.LastError = StateBackoff, err.Error()
 			st.Reconnects++
 		})
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, delay) {
 			return
-		case <-t.C:
 		}
+	}
+}
+
+// RestartPace is the least time between two restarts the relay chooses
+// (a wildcard after names, a claim, the names-ignored fallback): they
+// follow subscription changes clients make, so without it a client
+// churning its subscription could make its class reconnect to the control
+// plane as fast as it sends requests. The first restart is at once.
+const RestartPace = time.Second
+
+// restartWait is how long a restart at now waits after one at last (zero:
+// none yet).
+func restartWait(last, now time.Time) time.Duration {
+	if last.IsZero() {
+		return 0
+	}
+	return max(0, RestartPace-now.Sub(last))
+}
+
+// sleepCtx waits d, or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
