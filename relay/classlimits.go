@@ -24,26 +24,46 @@ func subscribe(class *shard.Class, typeURL string, sub shard.Subscription, w sha
 // deltaNamesLimitLocked refuses a delta request after which the stream
 // would be subscribed to more than limits.max_resource_names names over all
 // its types: the names of one request are bounded, but a delta stream's
-// subscription is the sum of its requests. The names it may still hold
-// although it unsubscribed them (deltaTypeSub.maybe) count with them. initial is the request's count of
-// initial_resource_versions, bounded the same way (mu held).
+// subscription is the sum of its requests. initial is the request's count
+// of initial_resource_versions, bounded the same way (mu held).
+//
+// The names the stream remembers the client may hold although it
+// unsubscribed them (deltaTypeSub.maybe) are bounded by the same limit on
+// their own, without ending a client that keeps within its subscription:
+// past it, the stream forgets the excess (trimMaybeLocked).
 func (s *deltaStream) deltaNamesLimitLocked(initial int) error {
 	max := s.srv.opts.MaxResourceNames
 	if initial > max {
 		return status.Errorf(codes.ResourceExhausted, "initial_resource_versions: %d entries exceed the limit of %d (limits.max_resource_names)", initial, max)
 	}
-	names, maybe := 0, 0
+	names := 0
 	for _, d := range s.types {
 		names += len(d.names)
-		maybe += len(d.maybe)
 	}
 	if names > max {
 		return status.Errorf(codes.ResourceExhausted, "resource_names_subscribe: the stream would subscribe to %d names, over the limit of %d (limits.max_resource_names)", names, max)
 	}
-	if names+maybe > max {
-		// The names unsubscribed while a response was on its way, which
-		// the stream remembers (deltaTypeSub.maybe), count too.
-		return status.Errorf(codes.ResourceExhausted, "resource names: the stream would track %d names (%d subscribed, %d unsubscribed while a response was on its way), over the limit of %d (limits.max_resource_names)", names+maybe, names, maybe, max)
-	}
+	s.trimMaybeLocked(max)
 	return nil
+}
+
+// trimMaybeLocked forgets names of the stream's maybe-held sets past max in
+// all. Only a client that unsubscribed more than max names while responses
+// were on their way loses anything: a name forgotten is not owed to a
+// wildcard it subscribes later, so it may keep a resource deleted since
+// (mu held).
+func (s *deltaStream) trimMaybeLocked(max int) {
+	total := 0
+	for _, d := range s.types {
+		total += len(d.maybe)
+	}
+	for _, d := range s.types {
+		for n := range d.maybe {
+			if total <= max {
+				return
+			}
+			delete(d.maybe, n)
+			total--
+		}
+	}
 }

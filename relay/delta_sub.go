@@ -98,9 +98,9 @@ type deltaTypeSub struct {
 	// subscription covers such a name again (a newly subscribed "*", or
 	// the name itself), the client is owed it: sent if it exists, reported
 	// removed once known absent. The names stay until then, since the
-	// client may hold them that long. Client-driven, so bounded: they count
-	// with the stream's subscribed names against limits.max_resource_names
-	// (deltaNamesLimitLocked). Nil when empty.
+	// client may hold them that long. Client-driven, so bounded: at most
+	// limits.max_resource_names over the stream's types, the excess
+	// forgotten (trimMaybeLocked). Nil when empty.
 	maybe map[string]struct{}
 	// holds: removals of this parent type held back until the client no
 	// longer holds the removed resource's children, or a deadline (see
