@@ -28,6 +28,10 @@ import (
 // would serve them as absent (they exist; the wildcard's answer says so).
 const NamesSilenceGrace = shard.PendingGrace * 3 / 4
 
+// maxLoggedNames bounds the names the fallback's log line lists: the names
+// come from clients' subscriptions (up to limits.max_class_names_per_type).
+const maxLoggedNames = 5
+
 // armSilence starts the wait for an answer to a named request that claims
 // no version, unless one runs or the type was answered on this stream.
 func (ss *sotwSession) armSilence(ts *sotwTypeState) {
@@ -75,7 +79,8 @@ func (ss *sotwSession) fallBackIfSilent(now time.Time) error {
 		ts.answered()
 		ss.namesIgnored[typeURL] = true
 		ss.log.Info("the upstream does not answer requests for this type by name: asking for the wildcard and filtering in the relay, which now holds every resource of the type",
-			zap.String("type_url", typeURL), zap.Strings("unanswered", ts.sub.Names), zap.Duration("after", NamesSilenceGrace))
+			zap.String("type_url", typeURL), zap.Int("unanswered_names", len(ts.sub.Names)),
+			zap.Strings("first_names", ts.sub.Names[:min(len(ts.sub.Names), maxLoggedNames)]), zap.Duration("after", NamesSilenceGrace))
 		ss.metrics.NamesIgnored(ss.class.Name, typeURL)
 		ss.class.Requested(typeURL, shard.Subscription{Wildcard: true}, false)
 		delete(ss.versions, typeURL)
