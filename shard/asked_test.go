@@ -54,6 +54,35 @@ func TestAnswerAfterTypeFreedIsDropped(t *testing.T) {
 	}
 }
 
+// The type's next shard comes before the late answer: the answer finds a
+// table the upstream was not asked for anything yet (conformance
+// chain-delta-unsubscribed-endpoints-star.json). It answers a request made
+// for the freed table, so it is dropped just the same; the answer to the
+// new table's request is kept.
+func TestAnswerBeforeNewTableAskedIsDropped(t *testing.T) {
+	for _, kind := range []UpdateKind{UpdateIncremental, UpdateMerge, UpdateFull} {
+		c, _ := newTestClass(t)
+		w := &recorder{}
+		b := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
+		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
+		c.Unsubscribe(b, w)
+		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental) // the table goes
+		wild := c.Subscribe(edsType, NewSubscription(nil, true), w)
+		// The answer to [b], sent before the upstream saw the
+		// unsubscription, arrives before the wildcard is asked.
+		c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("b", "1")}, Asked: true})
+		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
+		c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("c", "1")}, Asked: true})
+		r := wild.Current()
+		if r == nil || !r.Has("c") {
+			t.Fatalf("%v: the answer to the wildcard was not kept: %+v", kind, r)
+		}
+		if r.Has("b") {
+			t.Fatalf("%v: b, from an answer to a request made for the freed table, served to a wildcard", kind)
+		}
+	}
+}
+
 // A resource asked for by one of its aliases (VHDS) is asked for.
 func TestAnswerKeptForAskedAlias(t *testing.T) {
 	c, _ := newTestClass(t)

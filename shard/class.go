@@ -225,7 +225,9 @@ type Update struct {
 	// nothing (and its table freed), and is dropped, as keepAsked drops a
 	// late answer's names no longer asked: a new table would take it for
 	// a complete source's state, kept current for nobody, and serve a
-	// resource deleted since to the type's next subscriber.
+	// resource deleted since to the type's next subscriber. So is one for
+	// a table the upstream was not asked for anything yet (created by a
+	// shard after the old one was freed).
 	Asked bool
 }
 
@@ -253,8 +255,14 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	start := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.tables[typeURL] == nil && (len(u.Resources) == 0 || u.Asked) {
+	switch t := c.tables[typeURL]; {
+	case t == nil && (len(u.Resources) == 0 || u.Asked):
 		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
+	case t != nil && u.Asked && !t.up.reported:
+		// A table the upstream was not asked for anything yet (the type's
+		// next shard came after it was freed): the answer is to a request
+		// of the freed table, and dropped as above.
+		return
 	}
 	t := c.table(typeURL)
 	resources := t.keepAsked(u.Resources)
