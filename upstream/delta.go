@@ -54,6 +54,9 @@ func (ds *deltaSession) close()                    {}
 func (ds *deltaSession) syncInterest() error {
 	for _, typeURL := range ds.class.TypeURLs() {
 		want := ds.class.Interest(typeURL)
+		if ds.askWild && !want.Empty() {
+			want = shard.Subscription{Wildcard: true} // names are selected in the relay
+		}
 		ts := ds.types[typeURL]
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
 		switch {

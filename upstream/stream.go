@@ -80,6 +80,7 @@ type classStream struct {
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
 	delta   bool // speak incremental ADS upstream
+	askWild bool // ask every type as the wildcard (Config.AskWildcard)
 	metrics Metrics
 	drops   *drop.Counters // nil-safe
 	tracer  trace.Tracer

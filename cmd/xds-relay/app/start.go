@@ -151,6 +151,7 @@ func (r *Relay) startSource(st *starting) error {
 			RelayID:      cfg.Upstream.RelayID,
 			Delta:        cfg.Upstream.Protocol == "delta",
 			PassVersions: cfg.Upstream.Versions == "upstream",
+			AskWildcard:  cfg.Upstream.Ask == "wildcard",
 			Metrics:      r.tel,
 			Drops:        r.drops,
 			Tracer:       st.tracer,
