@@ -40,6 +40,9 @@ type Class struct {
 	// estimate.
 	limits    Limits
 	nodeBytes int
+	// store holds the tables' resources, shared with other classes (nil:
+	// each table holds its own).
+	store ResourceStore
 	// shardLinger is how long a shard left by its last stream's end
 	// lingers (Leave); zero: it goes at once.
 	shardLinger time.Duration
@@ -54,6 +57,9 @@ type Class struct {
 	// lingering: the shards left by ended streams, until their linger
 	// passes (see linger.go).
 	lingering shardLinger
+	// freed: the class was dropped and its resources released; an update
+	// still arriving is not installed.
+	freed bool
 
 	// Guarded by Registry.mu (see registry.go).
 	leases    int         // streams (and REST polls) using the class
@@ -74,6 +80,7 @@ func (c *Class) table(typeURL string) *table {
 	t := c.tables[typeURL]
 	if t == nil {
 		t = newTable(typeURL)
+		t.store = c.store
 		c.tables[typeURL] = t
 	}
 	return t
@@ -256,6 +263,8 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch t := c.tables[typeURL]; {
+	case c.freed:
+		return // dropped: nothing may hold a resource any more
 	case t == nil && (len(u.Resources) == 0 || u.Asked):
 		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
 	case t != nil && u.Asked && !t.up.reported:

@@ -69,6 +69,7 @@ type Registry struct {
 	onFanout FanoutObserver // copied into each class
 	closed   bool           // no more linger timers
 	limits   Limits         // copied into each class
+	store    ResourceStore  // copied into each class
 
 	// drops counts drops in progress: Add under mu while !closed, Done by
 	// the dropping goroutine; Close waits for it.
@@ -144,6 +145,7 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	c := newClass(name, node, nil)
 	c.onFanout = r.onFanout
 	c.limits = r.limits
+	c.store = r.store
 	c.shardLinger = max(r.life.Linger, 0)
 	if r.newClass != nil {
 		if hook := r.newClass(c); hook != nil {
@@ -298,11 +300,16 @@ func (c *Class) sweep() {
 	}
 }
 
-// free forgets a dropped class's tables and shards (its source is stopped).
-// A stream still unsubscribing finds nothing to do.
+// free forgets a dropped class's tables and shards (its source is stopped)
+// and releases their resources. A stream still unsubscribing finds nothing
+// to do.
 func (c *Class) free() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lingering.stop()
+	for _, t := range c.tables {
+		t.unholdAll()
+	}
 	clear(c.tables)
+	c.freed = true
 }

@@ -157,7 +157,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
-		valid:   &validator{checked: map[string]map[string]checkedResource{}, passVersions: c.cfg.PassVersions},
+		valid:   &validator{passVersions: c.cfg.PassVersions, store: class.Store()},
 		delta:   c.cfg.Delta,
 		askWild: c.cfg.AskWildcard,
 		metrics: c.cfg.Metrics,

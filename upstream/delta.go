@@ -277,7 +277,7 @@ func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource
 		cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name, aliases: r.Aliases, version: r.Version})
 		versions = append(versions, r.Version)
 	}
-	resources, err := ds.valid.resources(resp.TypeURL, cands, false)
+	resources, err := ds.valid.resources(resp.TypeURL, cands)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -212,7 +212,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	cands, beats, verr := unwrapSotW(resp.Resources)
 	var resources []*shard.Resource
 	if verr == nil {
-		resources, verr = ss.valid.resources(resp.TypeURL, cands, replace)
+		resources, verr = ss.valid.resources(resp.TypeURL, cands)
 	}
 	if verr != nil {
 		end(verr)

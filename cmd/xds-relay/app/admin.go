@@ -73,6 +73,10 @@ func (r *Relay) adminHandler() http.Handler {
 			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
 		}
 	})
+	mux.HandleFunc("GET /debug/store", func(w http.ResponseWriter, _ *http.Request) {
+		n, b := r.store.Counts()
+		writeJSON(w, map[string]int64{"resources": n, "bytes": b})
+	})
 	mux.HandleFunc("GET /debug/drops", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, r.dropCounts())
 	})

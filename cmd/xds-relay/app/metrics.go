@@ -62,8 +62,9 @@ var (
 // gauges are read when /metrics is scraped.
 type gauges struct {
 	classesAndShards func() (classes, shards int)
-	upstreamUp       func() map[string]bool // class -> connected (nil in file mode)
-	drops            func() []drop.Count    // drops by reason (nil: none counted)
+	upstreamUp       func() map[string]bool          // class -> connected (nil in file mode)
+	drops            func() []drop.Count             // drops by reason (nil: none counted)
+	storeCounts      func() (resources, bytes int64) // the resource store (nil: none)
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -124,6 +125,20 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		o.ObserveInt64(shards, int64(s))
 		return nil
 	}, classes, shards)
+	keep(e)
+	storeResources, e := m.Int64ObservableGauge("xds_relay_store_resources", metric.WithDescription("Distinct resources held for all classes (one per content)."))
+	keep(e)
+	storeBytes, e := m.Int64ObservableGauge("xds_relay_store_bytes", metric.WithDescription("Encoded bytes (Any and TTL) of the distinct resources held."), metric.WithUnit("By"))
+	keep(e)
+	_, e = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if g.storeCounts == nil {
+			return nil
+		}
+		n, b := g.storeCounts()
+		o.ObserveInt64(storeResources, n)
+		o.ObserveInt64(storeBytes, b)
+		return nil
+	}, storeResources, storeBytes)
 	keep(e)
 	_, e = m.Int64ObservableGauge("xds_relay_upstream_connected", metric.WithDescription("1 when the class's upstream stream is connected, else 0, by class."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
