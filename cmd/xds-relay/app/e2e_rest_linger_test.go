@@ -1,0 +1,140 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+)
+
+// Two REST polls of a class in use, for the same name, cause one upstream
+// subscription of it, not subscribe, unsubscribe, subscribe (issue 11): the
+// first poll's shard lingers as an ended stream's does, so the second is
+// answered from the class's state, which took the change made upstream in
+// between. Before, a poll's end unsubscribed its names at once, so a
+// client polling every few seconds churned the class's upstream
+// subscription.
+func TestE2ERESTPollShardLingers(t *testing.T) {
+	const class = "class-rest"
+	f := startFixture(t, class, map[resource.Type][]types.Resource{
+		resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
+	}, upstreamProtocol("delta"), withConfig(func(c *app.Config) {
+		c.REST.Listen = "127.0.0.1:0"
+		c.REST.MaxHold = 10 * time.Second // a poll at the current version waits for the change
+	}))
+	ctx, m, r := f.ctx, f.cp, f.relay
+
+	// The keeper holds the class in use, so the class is not idle between
+	// the polls (an idle class kept its shards before, too).
+	keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
+	keeper.Subscribe(resource.ClusterType, "a")
+	wantDeltaResp(t, keeper.Next(10*time.Second), resource.ClusterType, []string{"a"}, nil)
+
+	first := restCDS(t, ctx, r.RESTAddr(), class, "", "b")
+	if got := connectTimeouts(t, first); got["b"] != 1 || len(got) != 1 {
+		t.Fatalf("first poll: %v, want b at 1s", got)
+	}
+	if !lingering(t, r, class, resource.ClusterType, []string{"b"}) {
+		t.Fatal("the ended poll's shard does not linger in /debug/shards")
+	}
+	// A fence: the keeper's new name goes upstream with, or after, anything
+	// the poll's end changed, and go-control-plane handles a stream's
+	// requests in order.
+	keeper.Subscribe(resource.ClusterType, "c")
+	wantDeltaResp(t, keeper.Next(10*time.Second), resource.ClusterType, []string{"c"}, nil)
+
+	m.Set(t, class, "v2", map[resource.Type][]types.Resource{
+		resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 2), timedCluster("c", 1)),
+	})
+	// At the first poll's version: answered once the change is in.
+	second := restCDS(t, ctx, r.RESTAddr(), class, first.GetVersionInfo(), "b")
+	if got := connectTimeouts(t, second); got["b"] != 2 || len(got) != 1 {
+		t.Fatalf("second poll: %v, want b at 2s", got)
+	}
+
+	_, reqs := m.Requests()
+	var subs, unsubs int
+	for _, q := range reqs {
+		if q.GetTypeUrl() != resource.ClusterType {
+			continue
+		}
+		if slices.Contains(q.GetResourceNamesSubscribe(), "b") {
+			subs++
+		}
+		if slices.Contains(q.GetResourceNamesUnsubscribe(), "b") {
+			unsubs++
+		}
+	}
+	if subs != 1 || unsubs != 0 {
+		t.Fatalf("upstream saw b subscribed %d times and unsubscribed %d times, want once and never", subs, unsubs)
+	}
+}
+
+// restCDS polls the relay's REST CDS endpoint at addr as a node of class
+// for names at version, and returns the 200's DiscoveryResponse.
+func restCDS(t *testing.T, ctx context.Context, addr, class, version string, names ...string) *discoveryv3.DiscoveryResponse {
+	t.Helper()
+	body, err := protojson.Marshal(&discoveryv3.DiscoveryRequest{
+		Node:          &corev3.Node{Id: "poller", Cluster: class},
+		ResourceNames: names,
+		VersionInfo:   version,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v3/discovery:clusters", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("REST poll: %d %q %v, want 200", resp.StatusCode, b, err)
+	}
+	out := &discoveryv3.DiscoveryResponse{}
+	if err := protojson.Unmarshal(b, out); err != nil {
+		t.Fatalf("REST answer: %v\n%s", err, b)
+	}
+	return out
+}
+
+// lingering reports whether class has a lingering shard of typeURL
+// subscribing exactly names, per /debug/shards.
+func lingering(t *testing.T, r *app.Relay, class, typeURL string, names []string) bool {
+	t.Helper()
+	var shards map[string][]struct {
+		TypeURL string `json:"type_url"`
+		Shards  []struct {
+			Names     []string `json:"names"`
+			Streams   int      `json:"streams"`
+			Lingering bool     `json:"lingering"`
+		} `json:"shards"`
+	}
+	getJSON(t, testContext(t), "http://"+r.AdminAddr()+"/debug/shards", &shards)
+	for _, ts := range shards[class] {
+		if ts.TypeURL != typeURL {
+			continue
+		}
+		for _, s := range ts.Shards {
+			if slices.Equal(s.Names, names) && s.Streams == 0 && s.Lingering {
+				return true
+			}
+		}
+	}
+	return false
+}
