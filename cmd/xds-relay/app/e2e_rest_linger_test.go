@@ -3,9 +3,11 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,7 @@ func TestE2ERESTPollShardLingers(t *testing.T) {
 	if !lingering(t, r, class, resource.ClusterType, []string{"b"}) {
 		t.Fatal("the ended poll's shard does not linger in /debug/shards")
 	}
+	wantLingerCounts(t, ctx, r, class, 1, 0)
 	// A fence: the keeper's new name goes upstream with, or after, anything
 	// the poll's end changed, and go-control-plane handles a stream's
 	// requests in order.
@@ -62,6 +65,9 @@ func TestE2ERESTPollShardLingers(t *testing.T) {
 	if got := connectTimeouts(t, second); got["b"] != 2 || len(got) != 1 {
 		t.Fatalf("second poll: %v, want b at 2s", got)
 	}
+
+	// The second poll took the lingering shard and left it lingering again.
+	wantLingerCounts(t, ctx, r, class, 1, 1)
 
 	_, reqs := m.Requests()
 	var subs, unsubs int
@@ -137,4 +143,35 @@ func lingering(t *testing.T, r *app.Relay, class, typeURL string, names []string
 		}
 	}
 	return false
+}
+
+// wantLingerCounts checks that /metrics, /debug/classes and the status page
+// count lingering shards (the class's and the relay's) and lingers ended
+// by a reuse.
+func wantLingerCounts(t *testing.T, ctx context.Context, r *app.Relay, class string, lingering, reused int) {
+	t.Helper()
+	body, _ := get(t, ctx, "http://"+r.AdminAddr()+"/metrics")
+	for series, want := range map[string]int{
+		"xds_relay_lingering_shards":                       lingering,
+		`xds_relay_shard_lingers_total{outcome="reused"}`:  reused,
+		`xds_relay_shard_lingers_total{outcome="expired"}`: 0,
+		`xds_relay_shard_lingers_total{outcome="evicted"}`: 0,
+		`xds_relay_shard_lingers_total{outcome="dropped"}`: 0,
+	} {
+		if !strings.Contains(string(body), fmt.Sprintf("\n%s %d\n", series, want)) {
+			t.Errorf("/metrics lacks %s %d", series, want)
+		}
+	}
+	var classes []struct {
+		Name      string `json:"name"`
+		Lingering int    `json:"lingering_shards"`
+	}
+	getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/classes", &classes)
+	if len(classes) != 1 || classes[0].Name != class || classes[0].Lingering != lingering {
+		t.Errorf("/debug/classes %+v, want %s with %d lingering shards", classes, class, lingering)
+	}
+	page, _ := get(t, ctx, "http://"+r.AdminAddr()+"/")
+	if want := fmt.Sprintf("poll ended): %d; lingers ended: reused %d expired 0 evicted 0 dropped 0", lingering, reused); !strings.Contains(string(page), want) {
+		t.Errorf("the status page lacks %q", want)
+	}
 }

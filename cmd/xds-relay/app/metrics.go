@@ -20,6 +20,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -65,6 +66,7 @@ type gauges struct {
 	upstreamUp       func() map[string]bool          // class -> connected (nil in file mode)
 	drops            func() []drop.Count             // drops by reason (nil: none counted)
 	storeCounts      func() (resources, bytes int64) // the resource store (nil: none)
+	lingers          func() shard.LingerStats        // nil: none counted
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -139,6 +141,22 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		o.ObserveInt64(storeBytes, b)
 		return nil
 	}, storeResources, storeBytes)
+	lingering, e := m.Int64ObservableGauge("xds_relay_lingering_shards", metric.WithDescription("Shards left by their last stream's end or REST poll, kept for node_classes.linger (included in xds_relay_shards)."))
+	keep(e)
+	lingers, e := m.Int64ObservableCounter("xds_relay_shard_lingers", metric.WithDescription("Shard lingers that ended, by outcome: reused, expired, evicted, dropped."))
+	keep(e)
+	// Both from one count per scrape.
+	_, e = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if g.lingers == nil {
+			return nil
+		}
+		st := g.lingers()
+		o.ObserveInt64(lingering, int64(st.Lingering))
+		for _, oc := range shard.LingerOutcomes {
+			o.ObserveInt64(lingers, st.Ended[oc], t.opt("outcome", oc.String()).obs...)
+		}
+		return nil
+	}, lingering, lingers)
 	keep(e)
 	_, e = m.Int64ObservableGauge("xds_relay_upstream_connected", metric.WithDescription("1 when the class's upstream stream is connected, else 0, by class."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
