@@ -77,9 +77,9 @@ func (l *servedLog) awaitMore(t *testing.T, what string, n int) {
 
 // namesIgnoredMetrics counts the fallbacks, by type.
 type namesIgnoredMetrics struct {
-	NopMetrics
-	mu      sync.Mutex
-	ignored map[string]int
+	countingMetrics // and the restarts
+	mu              sync.Mutex
+	ignored         map[string]int
 }
 
 func (m *namesIgnoredMetrics) NamesIgnored(_, typeURL string) {
@@ -165,6 +165,9 @@ func TestNamesIgnoredFallsBackToWildcard(t *testing.T) {
 	if got := m.count(shard.ClusterType); got != 1 {
 		t.Fatalf("fallbacks counted %d, want 1", got)
 	}
+	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartNamesIgnored) != 1 {
+		t.Fatalf("%d restarts counted, want 1 for names_ignored", restarts)
+	}
 	reqs := cdsRequests(cp)
 	if last := reqs[len(reqs)-1]; len(last.GetResourceNames()) != 0 {
 		t.Fatalf("last CDS request %v, want the legacy wildcard", last)
@@ -205,6 +208,9 @@ func TestNamesIgnoredSurvivesReconnect(t *testing.T) {
 	}
 	if got := m.count(shard.ClusterType); got != 1 {
 		t.Fatalf("fallbacks counted %d, want 1 (the new stream asks for the wildcard at once)", got)
+	}
+	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartNamesIgnored) != 1 {
+		t.Fatalf("%d restarts counted, want the fallback's alone: the reconnect is a failure", restarts)
 	}
 }
 

@@ -21,14 +21,24 @@ import (
 type countingMetrics struct {
 	NopMetrics
 	mu       sync.Mutex
-	restarts int
+	restarts map[RestartReason]int
 	repeats  int
 }
 
-func (m *countingMetrics) WildcardRestart(string) {
+func (m *countingMetrics) Restarted(_ string, r RestartReason) {
 	m.mu.Lock()
-	m.restarts++
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	if m.restarts == nil {
+		m.restarts = map[RestartReason]int{}
+	}
+	m.restarts[r]++
+}
+
+// restartsFor is how many restarts were counted for r.
+func (m *countingMetrics) restartsFor(r RestartReason) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.restarts[r]
 }
 
 func (m *countingMetrics) RepeatedResponse(string, string) {
@@ -40,7 +50,10 @@ func (m *countingMetrics) RepeatedResponse(string, string) {
 func (m *countingMetrics) counts() (restarts, repeats int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.restarts, m.repeats
+	for _, n := range m.restarts {
+		restarts += n
+	}
+	return restarts, m.repeats
 }
 
 // newFormsClass starts a SotW upstream client counting into m and returns
@@ -139,11 +152,11 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 	if got := names(wild); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("wildcard shard holds %v, want [a b c]", got)
 	}
-	if restarts, _ := m.counts(); restarts != 1 {
-		t.Fatalf("%d wildcard restarts counted, want 1", restarts)
+	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartWildcard) != 1 {
+		t.Fatalf("%d restarts counted, want 1 wildcard restart", restarts)
 	}
-	if st := c.Status(); st[0].Reconnects != 0 || st[0].State != StateConnected {
-		t.Fatalf("status %+v: a wildcard restart is no failure", st[0])
+	if st := c.Status(); st[0].Reconnects != 0 || st[0].State != StateConnected || st[0].Restarts != (RestartCounts{Wildcard: 1}) {
+		t.Fatalf("status %+v: a wildcard restart is no failure, counted in restarts", st[0])
 	}
 	// The wildcard is now held: names joining and leaving are covered by it.
 	more := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"z"}, false), nopWatcher{})

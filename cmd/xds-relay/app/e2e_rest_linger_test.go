@@ -150,7 +150,6 @@ func lingering(t *testing.T, r *app.Relay, class, typeURL string, names []string
 // by a reuse.
 func wantLingerCounts(t *testing.T, ctx context.Context, r *app.Relay, class string, lingering, reused int) {
 	t.Helper()
-	body, _ := get(t, ctx, "http://"+r.AdminAddr()+"/metrics")
 	for series, want := range map[string]int{
 		"xds_relay_lingering_shards":                       lingering,
 		`xds_relay_shard_lingers_total{outcome="reused"}`:  reused,
@@ -158,8 +157,8 @@ func wantLingerCounts(t *testing.T, ctx context.Context, r *app.Relay, class str
 		`xds_relay_shard_lingers_total{outcome="evicted"}`: 0,
 		`xds_relay_shard_lingers_total{outcome="dropped"}`: 0,
 	} {
-		if !strings.Contains(string(body), fmt.Sprintf("\n%s %d\n", series, want)) {
-			t.Errorf("/metrics lacks %s %d", series, want)
+		if v, ok := scrape(t, ctx, r, series); !ok || v != float64(want) {
+			t.Errorf("/metrics: %s = %v (%v), want %d", series, v, ok, want)
 		}
 	}
 	var classes []struct {

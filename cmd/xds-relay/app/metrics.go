@@ -106,7 +106,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.collapses, "xds_relay_queue_collapses", "", "Slow clients' queues collapsed to the latest state (responses dropped), by variant."},
 		{&t.reconnects, "xds_relay_upstream_reconnects", "", "Upstream stream failures followed by a retry, by class."},
 		{&t.upstreamResps, "xds_relay_upstream_responses", "", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
-		{&t.restarts, "xds_relay_upstream_wildcard_restarts", "", "Upstream streams restarted at once to subscribe to a wildcard after explicit names, by class."},
+		{&t.restarts, "xds_relay_upstream_restarts", "", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
 		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
@@ -329,11 +329,11 @@ func (t *telemetry) Response(class, typeURL string, accepted bool) {
 	}
 	t.upstreamResps.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL), "result", result).add...)
 }
-func (t *telemetry) WildcardRestart(class string) {
-	t.restarts.Add(bg, 1, t.opt("class", class).add...)
+func (t *telemetry) Restarted(class string, reason upstream.RestartReason) {
+	t.restarts.Add(bg, 1, t.opt("class", t.classes.label(class), "reason", reason.String()).add...)
 }
 func (t *telemetry) RepeatedResponse(class, typeURL string) {
-	t.repeats.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
+	t.repeats.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
 	t.namesIgnored.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)

@@ -117,6 +117,7 @@ type upstreamRow struct {
 	State      string
 	Badge      string // "ok", "warn", "bad"
 	Reconnects int
+	Restarts   upstream.RestartCounts
 	Responses  int
 	ACKs       int
 	NACKs      int
@@ -272,7 +273,7 @@ func (r *Relay) statusView(now time.Time) statusView {
 			}
 			row := upstreamRow{
 				Class: s.Class, State: s.State, Badge: stateBadge(s.State),
-				Reconnects: s.Reconnects, Responses: s.Responses, ACKs: s.ACKs, NACKs: s.NACKs,
+				Reconnects: s.Reconnects, Restarts: s.Restarts, Responses: s.Responses, ACKs: s.ACKs, NACKs: s.NACKs,
 				LastError: truncate(s.LastError, statusMaxText), LastNACK: truncate(s.LastNACK, statusMaxText),
 			}
 			for _, typeURL := range sortedKeys(s.Versions) {
