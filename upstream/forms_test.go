@@ -22,16 +22,21 @@ type countingMetrics struct {
 	NopMetrics
 	mu       sync.Mutex
 	restarts map[RestartReason]int
+	ignored  map[string]int // the names-ignored fallbacks, by type URL
 	repeats  int
 }
 
-func (m *countingMetrics) Restarted(_ string, r RestartReason) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.restarts == nil {
-		m.restarts = map[RestartReason]int{}
+func (m *countingMetrics) Restarted(_ string, r RestartReason) { count(&m.mu, &m.restarts, r) }
+func (m *countingMetrics) NamesIgnored(_, typeURL string)      { count(&m.mu, &m.ignored, typeURL) }
+
+// count adds one to (*counts)[k] under mu.
+func count[K comparable](mu *sync.Mutex, counts *map[K]int, k K) {
+	mu.Lock()
+	defer mu.Unlock()
+	if *counts == nil {
+		*counts = map[K]int{}
 	}
-	m.restarts[r]++
+	(*counts)[k]++
 }
 
 // restartsFor is how many restarts were counted for r.
@@ -39,6 +44,13 @@ func (m *countingMetrics) restartsFor(r RestartReason) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.restarts[r]
+}
+
+// ignoredFor is how many fallbacks were counted for typeURL.
+func (m *countingMetrics) ignoredFor(typeURL string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ignored[typeURL]
 }
 
 func (m *countingMetrics) RepeatedResponse(string, string) {

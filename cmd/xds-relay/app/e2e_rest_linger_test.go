@@ -123,26 +123,8 @@ func restCDS(t *testing.T, ctx context.Context, addr, class, version string, nam
 // subscribing exactly names, per /debug/shards.
 func lingering(t *testing.T, r *app.Relay, class, typeURL string, names []string) bool {
 	t.Helper()
-	var shards map[string][]struct {
-		TypeURL string `json:"type_url"`
-		Shards  []struct {
-			Names     []string `json:"names"`
-			Streams   int      `json:"streams"`
-			Lingering bool     `json:"lingering"`
-		} `json:"shards"`
-	}
-	getJSON(t, testContext(t), "http://"+r.AdminAddr()+"/debug/shards", &shards)
-	for _, ts := range shards[class] {
-		if ts.TypeURL != typeURL {
-			continue
-		}
-		for _, s := range ts.Shards {
-			if slices.Equal(s.Names, names) && s.Streams == 0 && s.Lingering {
-				return true
-			}
-		}
-	}
-	return false
+	s, ok := debugShard(t, r, class, typeURL, names)
+	return ok && s.Streams == 0 && s.Lingering
 }
 
 // wantLingerCounts checks that /metrics, /debug/classes and the status page
