@@ -28,62 +28,94 @@ import (
 // client polling every few seconds churned the class's upstream
 // subscription.
 func TestE2ERESTPollShardLingers(t *testing.T) {
-	const class = "class-rest"
-	f := startFixture(t, class, map[resource.Type][]types.Resource{
-		resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
-	}, upstreamProtocol("delta"), withConfig(func(c *app.Config) {
-		c.REST.Listen = "127.0.0.1:0"
-		c.REST.MaxHold = 10 * time.Second // a poll at the current version waits for the change
-	}))
-	ctx, m, r := f.ctx, f.cp, f.relay
+	for _, protocol := range []string{"sotw", "delta"} {
+		t.Run(protocol, func(t *testing.T) {
+			const class = "class-rest"
+			f := startFixture(t, class, map[resource.Type][]types.Resource{
+				resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 1), timedCluster("c", 1)),
+			}, upstreamProtocol(protocol), withConfig(func(c *app.Config) {
+				c.REST.Listen = "127.0.0.1:0"
+				c.REST.MaxHold = 10 * time.Second // a poll at the current version waits for the change
+			}))
+			ctx, m, r := f.ctx, f.cp, f.relay
 
-	// The keeper holds the class in use, so the class is not idle between
-	// the polls (an idle class kept its shards before, too).
-	keeper := dialDelta(t, ctx, r.Addr(), "keeper", class)
-	keeper.Subscribe(resource.ClusterType, "a")
-	wantDeltaResp(t, keeper.Next(10*time.Second), resource.ClusterType, []string{"a"}, nil)
+			// The keeper holds the class in use, so the class is not idle
+			// between the polls (an idle class kept its shards before, too).
+			keeper := dialADS(t, ctx, r.Addr(), "keeper", class)
+			keep := func(names ...string) {
+				keeper.Subscribe(resource.ClusterType, names...)
+				if got := clusterNames(t, keeper.Next(10*time.Second)); !slices.Equal(got, names) {
+					t.Fatalf("the keeper got %v, want %v", got, names)
+				}
+			}
+			keep("a")
 
-	first := restCDS(t, ctx, r.RESTAddr(), class, "", "b")
-	if got := connectTimeouts(t, first); got["b"] != 1 || len(got) != 1 {
-		t.Fatalf("first poll: %v, want b at 1s", got)
+			first := restCDS(t, ctx, r.RESTAddr(), class, "", "b")
+			if got := connectTimeouts(t, first); got["b"] != 1 || len(got) != 1 {
+				t.Fatalf("first poll: %v, want b at 1s", got)
+			}
+			if !lingering(t, r, class, resource.ClusterType, []string{"b"}) {
+				t.Fatal("the ended poll's shard does not linger in /debug/shards")
+			}
+			wantLingerCounts(t, ctx, r, class, 1, 0)
+			// A fence: the keeper's new name goes upstream with, or after,
+			// anything the poll's end changed, and is answered after it
+			// (go-control-plane handles a stream's requests in order).
+			keep("a", "c")
+
+			m.Set(t, class, "v2", map[resource.Type][]types.Resource{
+				resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 2), timedCluster("c", 1)),
+			})
+			// At the first poll's version: answered once the change is in.
+			second := restCDS(t, ctx, r.RESTAddr(), class, first.GetVersionInfo(), "b")
+			if got := connectTimeouts(t, second); got["b"] != 2 || len(got) != 1 {
+				t.Fatalf("second poll: %v, want b at 2s", got)
+			}
+			// The second poll took the lingering shard and left it
+			// lingering again.
+			wantLingerCounts(t, ctx, r, class, 1, 1)
+			wantSubscribedOnce(t, m, protocol == "delta", "b")
+		})
 	}
-	if !lingering(t, r, class, resource.ClusterType, []string{"b"}) {
-		t.Fatal("the ended poll's shard does not linger in /debug/shards")
+}
+
+// wantSubscribedOnce checks that cp's CDS requests subscribed to name once
+// and kept it: SotW, every request from the first naming it on names it;
+// delta, one request subscribes it and none unsubscribes it.
+func wantSubscribedOnce(t *testing.T, cp *controlPlane, delta bool, name string) {
+	t.Helper()
+	sotw, reqs := cp.Requests()
+	if !delta {
+		var named bool
+		for _, q := range sotw {
+			if q.GetTypeUrl() != resource.ClusterType {
+				continue
+			}
+			has := slices.Contains(q.GetResourceNames(), name)
+			if named && !has {
+				t.Fatalf("upstream CDS request %v after %s was subscribed lacks it", q.GetResourceNames(), name)
+			}
+			named = named || has
+		}
+		if !named {
+			t.Fatalf("no upstream CDS request named %s", name)
+		}
+		return
 	}
-	wantLingerCounts(t, ctx, r, class, 1, 0)
-	// A fence: the keeper's new name goes upstream with, or after, anything
-	// the poll's end changed, and go-control-plane handles a stream's
-	// requests in order.
-	keeper.Subscribe(resource.ClusterType, "c")
-	wantDeltaResp(t, keeper.Next(10*time.Second), resource.ClusterType, []string{"c"}, nil)
-
-	m.Set(t, class, "v2", map[resource.Type][]types.Resource{
-		resource.ClusterType: cds(timedCluster("a", 1), timedCluster("b", 2), timedCluster("c", 1)),
-	})
-	// At the first poll's version: answered once the change is in.
-	second := restCDS(t, ctx, r.RESTAddr(), class, first.GetVersionInfo(), "b")
-	if got := connectTimeouts(t, second); got["b"] != 2 || len(got) != 1 {
-		t.Fatalf("second poll: %v, want b at 2s", got)
-	}
-
-	// The second poll took the lingering shard and left it lingering again.
-	wantLingerCounts(t, ctx, r, class, 1, 1)
-
-	_, reqs := m.Requests()
 	var subs, unsubs int
 	for _, q := range reqs {
 		if q.GetTypeUrl() != resource.ClusterType {
 			continue
 		}
-		if slices.Contains(q.GetResourceNamesSubscribe(), "b") {
+		if slices.Contains(q.GetResourceNamesSubscribe(), name) {
 			subs++
 		}
-		if slices.Contains(q.GetResourceNamesUnsubscribe(), "b") {
+		if slices.Contains(q.GetResourceNamesUnsubscribe(), name) {
 			unsubs++
 		}
 	}
 	if subs != 1 || unsubs != 0 {
-		t.Fatalf("upstream saw b subscribed %d times and unsubscribed %d times, want once and never", subs, unsubs)
+		t.Fatalf("upstream saw %s subscribed %d times and unsubscribed %d times, want once and never", name, subs, unsubs)
 	}
 }
 
