@@ -73,7 +73,7 @@ func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
 		onInterest = func(string) {}
 	}
 	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{},
-		nodeBytes: proto.Size(node), lingering: shardLinger{max: MaxLingeringShards}}
+		nodeBytes: proto.Size(node), lingering: shardLinger{max: MaxLingeringShards, counts: new(lingerCounts)}}
 }
 
 func (c *Class) table(typeURL string) *table {
@@ -120,7 +120,7 @@ func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited b
 			c.onInterest(typeURL)
 		}
 	}
-	c.lingering.take(s) // a lingering shard is in use again
+	c.lingering.take(s, LingerReused) // a lingering shard is in use again
 	s.watchers[w] = struct{}{}
 	return s, nil
 }
@@ -403,6 +403,13 @@ func (c *Class) shardCount() int {
 		n += len(t.shards)
 	}
 	return n
+}
+
+// LingeringShards is how many of the class's shards linger (Leave).
+func (c *Class) LingeringShards() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lingering.queue.Len()
 }
 
 // TableStatus describes one type URL's table in a class (what the upstream

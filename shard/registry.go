@@ -74,6 +74,10 @@ type Registry struct {
 	// drops counts drops in progress: Add under mu while !closed, Done by
 	// the dropping goroutine; Close waits for it.
 	drops sync.WaitGroup
+
+	// Atomic: the ended lingers of every class's shards, dropped classes'
+	// included.
+	lingers lingerCounts
 }
 
 // SetClassLimits sets the limits of every class created from then on (call
@@ -101,6 +105,20 @@ func (r *Registry) Counts() (classes, shards int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.classes), shards
+}
+
+// Lingers returns how many shards linger now (Class.Leave), over every
+// class, and how many lingers ended since the registry was made, by
+// outcome (for gauges and counters).
+func (r *Registry) Lingers() LingerStats {
+	var st LingerStats
+	for _, c := range r.Classes() {
+		st.Lingering += c.LingeringShards()
+	}
+	for o := range st.Ended {
+		st.Ended[o] = r.lingers[o].Load()
+	}
+	return st
 }
 
 // NewRegistryWith returns a registry classifying nodes with c, whose
@@ -147,6 +165,7 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	c.limits = r.limits
 	c.store = r.store
 	c.shardLinger = max(r.life.Linger, 0)
+	c.lingering.counts = &r.lingers
 	if r.newClass != nil {
 		if hook := r.newClass(c); hook != nil {
 			c.onInterest = hook
@@ -260,7 +279,7 @@ func (r *Registry) Close() {
 			c.linger = nil
 		}
 		c.mu.Lock()
-		c.lingering.stop()
+		c.lingering.stop(false)
 		c.mu.Unlock()
 	}
 	r.mu.Unlock()
@@ -306,7 +325,7 @@ func (c *Class) sweep() {
 func (c *Class) free() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lingering.stop()
+	c.lingering.stop(true)
 	for _, t := range c.tables {
 		t.unholdAll()
 	}

@@ -101,6 +101,7 @@ func (r *Relay) startTelemetry(st *starting) error {
 		drops:            r.drops.Snapshot,
 		classesAndShards: func() (int, int) { return r.registry.Counts() },
 		storeCounts:      r.store.Counts,
+		lingers:          func() shard.LingerStats { return r.registry.Lingers() },
 		upstreamUp: func() map[string]bool {
 			if r.upstream == nil {
 				return nil
