@@ -81,6 +81,9 @@ type Response struct {
 	// through (upstream.versions: upstream), not a content hash; two relays
 	// may then give the same version to different content.
 	UpstreamVersioned bool
+	// contentSum is the content hash alone (Sum without Unknown): with
+	// TypeURL and Version, what the bodies encode (see bodyKey).
+	contentSum uint64
 
 	// The change from the shard's previous version (HasPrev), for delta
 	// streams that hold exactly that version.
@@ -233,12 +236,13 @@ func (r *Response) DeltaBody() wire.Body {
 
 // DeltaFullBody is the nonce-less DeltaDiscoveryResponse carrying every
 // resource of this version: built on first use, then shared by every delta
-// stream that starts from nothing (a reconnect storm encodes it once).
+// stream that starts from nothing (a reconnect storm encodes it once), and
+// with every shard, of any class, whose version encodes the same bytes.
 func (r *Response) DeltaFullBody() wire.Body {
 	if p := r.deltaFull.Load(); p != nil {
 		return *p
 	}
-	b := EncodeDelta(r.TypeURL, r.Version, r.Resources, nil)
+	b := deltaFullBodyOf(r)
 	r.deltaFull.Store(&b)
 	return b
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/xds-relay/xds-relay/dedup"
-	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // rebuild recomputes a shard's response from the table. It returns true when
@@ -70,13 +69,13 @@ func (t *table) rebuild(s *Shard) bool {
 	if t.up.version != "" {
 		version = t.up.version // the upstream's, as of this content
 	}
-	bb := wire.NewBodyBuilder(version, size)
 	outNames := make([]string, len(included))
 	for i, r := range included {
-		bb.AddResource(r.Any)
 		outNames[i] = r.Name
 	}
-	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: wire.NewBody(bb.Finish(t.typeURL)),
+	// The body is shared with every shard, of any class, at the same bytes.
+	body := sotwBodyOf(t.typeURL, version, contentSum, included, size)
+	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, contentSum: contentSum, Body: body,
 		Names: outNames, Resources: included, AbsenceKnown: t.up.absenceKnown, Unknown: unknown, Aliases: aliases,
 		UpstreamVersioned: t.up.version != ""}
 	for _, r := range included {
