@@ -3,6 +3,7 @@ package shard
 import (
 	"bytes"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -30,7 +31,7 @@ func TestIdenticalShardsShareBodies(t *testing.T) {
 	if ra == rb {
 		t.Fatal("two classes share a Response; want their own, sharing the body")
 	}
-	if !ra.Body.Same(rb.Body) {
+	if !ra.Body().Same(rb.Body()) {
 		t.Fatal("identical shards of two classes have two SotW bodies")
 	}
 	if !ra.DeltaFullBody().Same(rb.DeltaFullBody()) {
@@ -44,7 +45,7 @@ func TestIdenticalShardsShareBodies(t *testing.T) {
 	c, _ := newTestClass(t)
 	c.ApplyUpdate(ClusterType, Update{Resources: rs, Kind: UpdateFull})
 	sc := c.Subscribe(ClusterType, NewSubscription([]string{"share-b", "share-a"}, false), &recorder{})
-	if !sc.Current().Body.Same(ra.Body) {
+	if !sc.Current().Body().Same(ra.Body()) {
 		t.Fatal("a name subscription to the same resources has another body")
 	}
 }
@@ -60,7 +61,7 @@ func TestDifferentBodiesAreNotShared(t *testing.T) {
 	all := []*Response{sa.Current(), sb.Current(), sc.Current(), sd.Current()}
 	for i, r := range all {
 		for j, o := range all[:i] {
-			if r.Body.Same(o.Body) || bytes.Equal(r.Body.Bytes(), o.Body.Bytes()) {
+			if r.Body().Same(o.Body()) || bytes.Equal(r.Body().Bytes(), o.Body().Bytes()) {
 				t.Errorf("responses %d and %d (versions %q, %q) share a body", j, i, o.Version, r.Version)
 			}
 			if r.DeltaFullBody().Same(o.DeltaFullBody()) {
@@ -104,8 +105,8 @@ func TestBodyKeyCollisionIsChecked(t *testing.T) {
 func TestSharedBodyIsFreedWithItsLastShard(t *testing.T) {
 	a, b, sa, sb := twoClasses(t, Update{Resources: []*Resource{res("free-a", "1")}, Kind: UpdateFull})
 	r := sa.Current()
-	if !r.DeltaFullBody().Same(sb.Current().DeltaFullBody()) {
-		t.Fatal("the shards' delta bodies are not shared")
+	if !r.Body().Same(sb.Current().Body()) || !r.DeltaFullBody().Same(sb.Current().DeltaFullBody()) {
+		t.Fatal("the shards' bodies are not shared")
 	}
 	keys := []bodyKey{
 		{kind: sotwBody, typeURL: ClusterType, version: r.Version, sum: r.contentSum},
@@ -124,7 +125,7 @@ func TestSharedBodyIsFreedWithItsLastShard(t *testing.T) {
 			t.Fatalf("body %v forgotten while class b's shard holds it", k.kind)
 		}
 	}
-	if sb.Current().DeltaFullBody().Len() == 0 {
+	if sb.Current().Body().Len() == 0 || sb.Current().DeltaFullBody().Len() == 0 {
 		t.Fatal("class b's shard lost its body")
 	}
 	b.ApplyUpdate(ClusterType, Update{Resources: []*Resource{res("free-a", "3")}, Kind: UpdateFull})
@@ -183,8 +184,31 @@ func TestConcurrentShardsShareBodies(t *testing.T) {
 	deltas := make([]wire.Body, n)
 	concurrently(n, func(g int) { deltas[g] = shards[g].Current().DeltaFullBody() })
 	for g, s := range shards {
-		if !s.Current().Body.Same(shards[0].Current().Body) || !deltas[g].Same(deltas[0]) {
+		if !s.Current().Body().Same(shards[0].Current().Body()) || !deltas[g].Same(deltas[0]) {
 			t.Fatalf("shard %d has bodies of its own", g)
+		}
+	}
+}
+
+// A shard version's SotW body is built on first use only (a shard only
+// delta streams watch never builds it), and BodyLen is its size before.
+func TestSotWBodyIsBuiltOnFirstUse(t *testing.T) {
+	big := res("lazy-b", strings.Repeat("x", 300)) // a length of two varint bytes
+	for _, u := range []Update{
+		{Resources: []*Resource{res("lazy-a", "1"), big}, Kind: UpdateFull},
+		{Resources: []*Resource{res("lazy-a", "1"), big}, Kind: UpdateFull, Version: "upstream-version"},
+		{Kind: UpdateFull},
+	} {
+		c, _ := newTestClass(t)
+		s := c.Subscribe(ClusterType, NewSubscription(nil, true), &recorder{})
+		c.ApplyUpdate(ClusterType, u)
+		r := s.Current()
+		k := bodyKey{kind: sotwBody, typeURL: ClusterType, version: r.Version, sum: r.contentSum}
+		if bodies.cached(k) {
+			t.Fatalf("version %q: the SotW body was built before anyone asked for it", r.Version)
+		}
+		if got := r.Body().Len(); got != r.BodyLen || !bodies.cached(k) {
+			t.Fatalf("version %q: body of %d bytes (cached %v), BodyLen %d", r.Version, got, bodies.cached(k), r.BodyLen)
 		}
 	}
 }

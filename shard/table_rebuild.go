@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // rebuild recomputes a shard's response from the table. It returns true when
@@ -39,7 +40,7 @@ func (t *table) rebuild(s *Shard) bool {
 	var aliases map[string]string
 	for _, r := range included {
 		h.Add(r.Name, r.Hash)
-		size += len(r.Any) + 8
+		size += wire.ResourceSize(len(r.Any))
 		for _, a := range r.Aliases {
 			if aliases == nil {
 				aliases = map[string]string{}
@@ -73,10 +74,10 @@ func (t *table) rebuild(s *Shard) bool {
 	for i, r := range included {
 		outNames[i] = r.Name
 	}
-	// The body is shared with every shard, of any class, at the same bytes.
-	body := sotwBodyOf(t.typeURL, version, contentSum, included, size)
-	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, contentSum: contentSum, Body: body,
-		Names: outNames, Resources: included, AbsenceKnown: t.up.absenceKnown, Unknown: unknown, Aliases: aliases,
+	// The body is built on first use (see Response.Body).
+	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, contentSum: contentSum,
+		BodyLen: wire.BodySize(version, t.typeURL, size),
+		Names:   outNames, Resources: included, AbsenceKnown: t.up.absenceKnown, Unknown: unknown, Aliases: aliases,
 		UpstreamVersioned: t.up.version != ""}
 	for _, r := range included {
 		next.HasTTL = next.HasTTL || r.TTL != nil
