@@ -113,7 +113,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	body := resp.Body
+	body := resp.Body()
 	if wrapped {
 		body = resp.WrappedBody() // the TTLs; Body when there are none
 	}

@@ -60,7 +60,7 @@ func (s *sotwStream) collectLocked(e queued[*sotwTypeSub]) (wire.Stamped, drop.R
 		// without full-state semantics (spec "Deleting Resources").
 		return wire.Stamped{}, drop.EmptyResponse
 	}
-	body := e.resp.Body
+	body := e.resp.Body()
 	if s.resourceInSotW {
 		body = e.resp.WrappedBody() // carries the TTLs; Body when there are none
 	}

@@ -450,7 +450,7 @@ func (c *Class) Status() []TableStatus {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers),
 					Lingering: s.lingering != nil}
 				if r := s.Current(); r != nil {
-					ss.Version, ss.Resources, ss.Bytes = r.Version, len(r.Names), r.Body.Len()
+					ss.Version, ss.Resources, ss.Bytes = r.Version, len(r.Names), r.BodyLen
 				}
 				ts.Shards = append(ts.Shards, ss)
 			}

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,7 +64,7 @@ type Response struct {
 	TypeURL   string
 	Version   string      // the content hash, as clients see it (or see UpstreamVersioned)
 	Sum       uint64      // identity of this shard version: the content hash, plus any Unknown names
-	Body      wire.Body   // SotW DiscoveryResponse without nonce (see wire.BodyBuilder)
+	BodyLen   int         // the size of Body's bytes, known without building it
 	Names     []string    // names of the resources, sorted
 	Resources []*Resource // the resources, in Names order
 	// AbsenceKnown: the source sends this type's complete state, so a name
@@ -81,6 +82,9 @@ type Response struct {
 	// through (upstream.versions: upstream), not a content hash; two relays
 	// may then give the same version to different content.
 	UpstreamVersioned bool
+	// contentSum is the content hash alone (Sum without Unknown): with
+	// TypeURL and Version, what the bodies encode (see bodyKey).
+	contentSum uint64
 
 	// The change from the shard's previous version (HasPrev), for delta
 	// streams that hold exactly that version.
@@ -90,7 +94,11 @@ type Response struct {
 	Removed []string // only when AbsenceKnown
 
 	// Accessed atomically: bodies built on first use by any stream; fanout
-	// stored under Class.mu when watchers are told of this version.
+	// stored under Class.mu when watchers are told of this version. The
+	// SotW body is built once (bodyOnce), so a fan-out's writers do not all
+	// build it at once.
+	body      atomic.Pointer[wire.Body]
+	bodyOnce  sync.Once
 	deltaBody atomic.Pointer[wire.Body]
 	deltaFull atomic.Pointer[wire.Body]
 	wrapped   atomic.Pointer[wire.Body]
@@ -124,18 +132,33 @@ func (r *Response) FanoutStep() {
 	}
 }
 
+// Body is the SotW DiscoveryResponse without nonce (see wire.BodyBuilder):
+// built on first use, so a shard only delta streams watch never builds it,
+// and shared with every shard, of any class, whose version encodes the same
+// bytes.
+func (r *Response) Body() wire.Body {
+	if p := r.body.Load(); p != nil {
+		return *p
+	}
+	r.bodyOnce.Do(func() {
+		b := sotwBodyOf(r.TypeURL, r.Version, r.contentSum, r.Resources, r.BodyLen)
+		r.body.Store(&b)
+	})
+	return *r.body.Load()
+}
+
 // WrappedBody is the SotW body for clients that support
 // xds.config.supports-resource-in-sotw: resources with a TTL are wrapped in
 // envoy.service.discovery.v3.Resource so the TTL reaches them. It is Body
 // when no resource has a TTL; otherwise built on first use and shared.
 func (r *Response) WrappedBody() wire.Body {
 	if !r.HasTTL {
-		return r.Body
+		return r.Body()
 	}
 	if p := r.wrapped.Load(); p != nil {
 		return *p
 	}
-	bb := wire.NewBodyBuilder(r.Version, r.Body.Len()+64*len(r.Resources))
+	bb := wire.NewBodyBuilder(r.Version, r.BodyLen+64*len(r.Resources))
 	for _, res := range r.Resources {
 		if res.TTL != nil {
 			bb.AddResource(wire.WrappedAny(res.Name, res.Any, res.TTL))
@@ -233,12 +256,13 @@ func (r *Response) DeltaBody() wire.Body {
 
 // DeltaFullBody is the nonce-less DeltaDiscoveryResponse carrying every
 // resource of this version: built on first use, then shared by every delta
-// stream that starts from nothing (a reconnect storm encodes it once).
+// stream that starts from nothing (a reconnect storm encodes it once), and
+// with every shard, of any class, whose version encodes the same bytes.
 func (r *Response) DeltaFullBody() wire.Body {
 	if p := r.deltaFull.Load(); p != nil {
 		return *p
 	}
-	b := EncodeDelta(r.TypeURL, r.Version, r.Resources, nil)
+	b := deltaFullBodyOf(r)
 	r.deltaFull.Store(&b)
 	return b
 }

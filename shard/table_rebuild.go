@@ -40,7 +40,7 @@ func (t *table) rebuild(s *Shard) bool {
 	var aliases map[string]string
 	for _, r := range included {
 		h.Add(r.Name, r.Hash)
-		size += len(r.Any) + 8
+		size += wire.ResourceSize(len(r.Any))
 		for _, a := range r.Aliases {
 			if aliases == nil {
 				aliases = map[string]string{}
@@ -70,14 +70,14 @@ func (t *table) rebuild(s *Shard) bool {
 	if t.up.version != "" {
 		version = t.up.version // the upstream's, as of this content
 	}
-	bb := wire.NewBodyBuilder(version, size)
 	outNames := make([]string, len(included))
 	for i, r := range included {
-		bb.AddResource(r.Any)
 		outNames[i] = r.Name
 	}
-	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, Body: wire.NewBody(bb.Finish(t.typeURL)),
-		Names: outNames, Resources: included, AbsenceKnown: t.up.absenceKnown, Unknown: unknown, Aliases: aliases,
+	// The body is built on first use (see Response.Body).
+	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, contentSum: contentSum,
+		BodyLen: wire.BodySize(version, t.typeURL, size),
+		Names:   outNames, Resources: included, AbsenceKnown: t.up.absenceKnown, Unknown: unknown, Aliases: aliases,
 		UpstreamVersioned: t.up.version != ""}
 	for _, r := range included {
 		next.HasTTL = next.HasTTL || r.TTL != nil

@@ -21,10 +21,10 @@ func TestTTLAndHeartbeats(t *testing.T) {
 	other := c.Subscribe(ClusterType, NewSubscription([]string{"y"}, false), w)
 	c.Apply(ClusterType, []*Resource{resTTL("x", "1", "30s"), res("y", "1")}, true)
 	v1 := all.Current()
-	if !v1.HasTTL || string(v1.WrappedBody().Bytes()) == string(v1.Body.Bytes()) {
+	if !v1.HasTTL || string(v1.WrappedBody().Bytes()) == string(v1.Body().Bytes()) {
 		t.Fatal("a response with a TTL resource has no distinct wrapped body")
 	}
-	if o := other.Current(); o.HasTTL || string(o.WrappedBody().Bytes()) != string(o.Body.Bytes()) {
+	if o := other.Current(); o.HasTTL || string(o.WrappedBody().Bytes()) != string(o.Body().Bytes()) {
 		t.Fatal("a response without TTLs must wrap nothing")
 	}
 	w.take()

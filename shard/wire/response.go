@@ -134,6 +134,18 @@ func NewBodyBuilder(version string, sizeHint int) *BodyBuilder {
 	return &BodyBuilder{b: b}
 }
 
+// BodySize is the size of the body a BodyBuilder builds with version_info
+// version, type_url typeURL and resources of resourceBytes bytes in all,
+// each counted with ResourceSize.
+func BodySize(version, typeURL string, resourceBytes int) int {
+	return protowire.SizeTag(respVersionInfo) + protowire.SizeBytes(len(version)) + resourceBytes +
+		protowire.SizeTag(respTypeURL) + protowire.SizeBytes(len(typeURL))
+}
+
+// ResourceSize is the size of the resources entry AddResource appends for
+// an encoded Any of n bytes.
+func ResourceSize(n int) int { return protowire.SizeTag(respResources) + protowire.SizeBytes(n) }
+
 // AddResource appends one encoded google.protobuf.Any as a resources entry.
 func (bb *BodyBuilder) AddResource(encodedAny []byte) {
 	bb.b = appendBytes(bb.b, respResources, encodedAny)

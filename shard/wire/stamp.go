@@ -11,17 +11,23 @@ import (
 // shared by every stream it is written to. It holds the bytes as a gRPC
 // buffer, converted once, so that writing it to one more stream allocates
 // nothing for it. The bytes must not be modified once a Body holds them:
-// read-only after creation.
-type Body struct{ buf mem.Buffer }
+// read-only after creation. Copies of a Body are the same body: Same tells,
+// and a WeakBody refers to it without keeping it alive.
+type Body struct{ buf *bodyBuf }
+
+// bodyBuf is a body's gRPC buffer. A pointer, so that a body has an identity
+// that weak references and cleanups can be attached to (see WeakBody); its
+// methods are the embedded SliceBuffer's, whose Ref and Free are no-ops: any
+// number of in-flight writes may reference the same body, and it is never
+// returned to a pool.
+type bodyBuf struct{ mem.SliceBuffer }
 
 // NewBody wraps b, which is never modified afterwards.
 func NewBody(b []byte) Body {
 	if b == nil {
 		return Body{}
 	}
-	// SliceBuffer's Ref and Free are no-ops: any number of in-flight writes
-	// may reference the same body, and it is never returned to a pool.
-	return Body{buf: mem.SliceBuffer(b)}
+	return Body{buf: &bodyBuf{b}}
 }
 
 // Bytes returns the body's bytes, which must not be modified.
@@ -29,7 +35,7 @@ func (b Body) Bytes() []byte {
 	if b.buf == nil {
 		return nil
 	}
-	return b.buf.ReadOnlyData()
+	return b.buf.SliceBuffer
 }
 
 // Len is the body's size in bytes.
@@ -37,8 +43,11 @@ func (b Body) Len() int {
 	if b.buf == nil {
 		return 0
 	}
-	return b.buf.Len()
+	return len(b.buf.SliceBuffer)
 }
+
+// Same reports whether b and o are the same body (not merely equal bytes).
+func (b Body) Same(o Body) bool { return b.buf == o.buf }
 
 // Stamped is a response ready for one stream: a shared body and the
 // stream's own nonce suffix. The codec writes it as a two-buffer slice.

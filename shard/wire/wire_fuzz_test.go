@@ -25,7 +25,8 @@ import (
 //     and both agree on every field the parser reads (version, type URL,
 //     nonce, resource count, removed names, names, aliases, presence of the
 //     body and TTL);
-//   - BodyBuilder + NonceSuffix, DeltaBodyBuilder (DeltaEntry, AddRemoved)
+//   - BodyBuilder + NonceSuffix, DeltaBodyBuilder (DeltaEntry, AddRemoved),
+//     and BodyChecker accepting what they built
 //   - NonceSuffix and WrappedAny decode, with the standard decoder and
 //     with the package's parsers, as exactly what was put in.
 func FuzzParse(f *testing.F) {
@@ -174,6 +175,13 @@ func roundTrip(t *testing.T, version, typeURL, nonce string, value []byte) {
 		bb.AddResource(a)
 	}
 	body := bb.Finish(typeURL)
+	c := CheckBody(NewBody(body), version)
+	for _, a := range anys {
+		c.AddResource(a)
+	}
+	if !c.Finish(typeURL) {
+		t.Fatal("a body does not check against the calls that built it")
+	}
 	msg := append(slices.Clip(body), NonceSuffix(nonce)...)
 	var resp discoveryv3.DiscoveryResponse
 	if err := proto.Unmarshal(msg, &resp); err != nil {
@@ -204,7 +212,16 @@ func roundTrip(t *testing.T, version, typeURL, nonce string, value []byte) {
 	db.AddEntry(DeltaEntry(nonce, "", nil, nil, nil))
 	db.AddRemoved(version)
 	db.AddRemoved(typeURL)
-	msg = append(db.Finish(typeURL), NonceSuffix(nonce)...)
+	dbody := db.Finish(typeURL)
+	c = CheckBody(NewBody(dbody), version)
+	c.AddDeltaResource(typeURL, version, aliases, anys[0], ttl)
+	c.AddDeltaResource(nonce, "", nil, nil, nil)
+	c.AddRemoved(version)
+	c.AddRemoved(typeURL)
+	if !c.Finish(typeURL) {
+		t.Fatal("a delta body does not check against the calls that built it")
+	}
+	msg = append(slices.Clip(dbody), NonceSuffix(nonce)...)
 	var dresp discoveryv3.DeltaDiscoveryResponse
 	if err := proto.Unmarshal(msg, &dresp); err != nil {
 		t.Fatalf("built delta response does not decode: %v", err)

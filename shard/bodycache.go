@@ -1,0 +1,133 @@
+package shard
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// bodyKind tells which encoding of a shard version a body is.
+type bodyKind uint8
+
+const (
+	sotwBody      bodyKind = iota // Response.Body
+	deltaFullBody                 // Response.DeltaFullBody
+)
+
+// bodyKey is what a body encodes: its kind, type URL and version string
+// (the content hash, or the upstream's version passed through), and the
+// content's set hash (sum): every resource's name and Hash, which covers
+// its Any, TTL, aliases and upstream version. The sum is 64 bits, so a hit
+// is checked byte for byte (wire.BodyChecker) before it is shared.
+type bodyKey struct {
+	kind    bodyKind
+	typeURL string
+	version string
+	sum     uint64
+}
+
+// bodyCache shares encoded bodies between the shards of every class whose
+// versions encode the same bytes: 100 classes with identical content hold
+// one SotW body, not 100. It holds the bodies weakly, so a body lives
+// exactly as long as a response (or an in-flight write) holds it; a cleanup
+// forgets the entry once the body is collected. Safe for concurrent use;
+// mu is a leaf lock, taken under Class.mu and without any.
+type bodyCache struct {
+	mu sync.Mutex
+	m  map[bodyKey]wire.WeakBody // guarded by mu
+}
+
+// bodies is the process-wide body cache: bodies are immutable and checked on
+// every hit, so any number of relays in one process may share it.
+var bodies = &bodyCache{m: map[bodyKey]wire.WeakBody{}}
+
+// bodyEntry is what a body's cleanup needs to forget it: its key, and the
+// weak reference the map holds for it (not the body, which it must not keep
+// alive).
+type bodyEntry struct {
+	key  bodyKey
+	weak wire.WeakBody
+}
+
+// share returns the body cached under k if matches accepts it, or else
+// build's, which it caches. matches and build are called without the lock.
+func (c *bodyCache) share(k bodyKey, matches func(wire.Body) bool, build func() wire.Body) wire.Body {
+	c.mu.Lock()
+	w, ok := c.m[k]
+	c.mu.Unlock()
+	if b, live := w.Body(); ok && live && matches(b) {
+		return b
+	}
+	b := build()
+	c.mu.Lock()
+	if cur, live := c.m[k].Body(); live && bytes.Equal(cur.Bytes(), b.Bytes()) {
+		c.mu.Unlock() // another shard built the same body meanwhile
+		return cur
+	}
+	// A collision (or a dead entry) is replaced: the body it referred to
+	// stays valid for whoever holds it, and its cleanup leaves this entry.
+	e := bodyEntry{key: k, weak: b.Weak()}
+	c.m[k] = e.weak
+	c.mu.Unlock()
+	wire.OnCollected(b, c.forget, e)
+	return b
+}
+
+// forget removes e's entry unless another body has taken its key since.
+func (c *bodyCache) forget(e bodyEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[e.key] == e.weak {
+		delete(c.m, e.key)
+	}
+}
+
+// cached reports whether k has an entry, live or not yet forgotten.
+func (c *bodyCache) cached(k bodyKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[k]
+	return ok
+}
+
+// sotwEncoder is what a SotW body is built or checked with
+// (wire.BodyBuilder, wire.BodyChecker).
+type sotwEncoder interface{ AddResource(encodedAny []byte) }
+
+// addSotW adds the resources of a SotW body.
+func addSotW(e sotwEncoder, rs []*Resource) {
+	for _, r := range rs {
+		e.AddResource(r.Any)
+	}
+}
+
+// sotwBodyOf returns the SotW body of resources at version, shared with
+// every shard, of any class, whose version encodes the same bytes.
+func sotwBodyOf(typeURL, version string, contentSum uint64, rs []*Resource, size int) wire.Body {
+	k := bodyKey{kind: sotwBody, typeURL: typeURL, version: version, sum: contentSum}
+	return bodies.share(k, func(b wire.Body) bool {
+		c := wire.CheckBody(b, version)
+		addSotW(c, rs)
+		return c.Finish(typeURL)
+	}, func() wire.Body {
+		bb := wire.NewBodyBuilder(version, size)
+		addSotW(bb, rs)
+		return wire.NewBody(bb.Finish(typeURL))
+	})
+}
+
+// deltaFullBodyOf returns r's delta full-state body, shared with every
+// shard, of any class, whose version encodes the same bytes. A hit is
+// checked without encoding the resources' delta entries (see
+// Resource.DeltaEntry): they are made, and kept, only to build.
+func deltaFullBodyOf(r *Response) wire.Body {
+	k := bodyKey{kind: deltaFullBody, typeURL: r.TypeURL, version: r.Version, sum: r.contentSum}
+	return bodies.share(k, func(b wire.Body) bool {
+		c := wire.CheckBody(b, r.Version)
+		for _, res := range r.Resources {
+			c.AddDeltaResource(res.Name, res.Version(), res.Aliases, res.Any, res.TTL)
+		}
+		return c.Finish(r.TypeURL)
+	}, func() wire.Body { return EncodeDelta(r.TypeURL, r.Version, r.Resources, nil) })
+}
