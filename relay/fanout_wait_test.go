@@ -1,9 +1,17 @@
 package relay
 
 import (
+	"context"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -68,3 +76,100 @@ func BenchmarkSubscribeDuringFanout(b *testing.B) {
 	b.ReportMetric(q(1), "max-µs")
 	b.ReportMetric(float64(len(lat)), "subscribes")
 }
+
+// A stream switching its subscription while the class applies updates
+// concurrently never writes a resource at an older version after a newer
+// one. The class tells its watchers outside its lock, so a stream can be
+// told of a shard's response after it installed the shard at a newer one
+// (its Current); it must drop the older one (shard.Watcher). Run with
+// -race.
+func TestStreamKeepsOrderWhileSwitchingDuringUpdates(t *testing.T) {
+	srv, class, node := fuzzServer(false, false)
+	const appliers, updates, streams, slow = 3, 150, 3, 100
+	names := []string{"e0", "e1", "e2"}
+	for _, n := range names {
+		class.Apply(EndpointType, []*shard.Resource{resource(t, EndpointType, n, 0)}, false)
+	}
+	subs := [][]string{{"e0"}, {"e0", "e1", "e2"}, {"e1", "e0"}}
+	// Slow watchers on every shard the streams switch between stretch each
+	// telling, so that streams install shards while older tellings of
+	// them are still on their way.
+	for _, names := range subs {
+		for range slow {
+			w := &yieldingWatcher{}
+			sh, err := class.TrySubscribe(EndpointType, shard.NewSubscription(names, false), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer class.Unsubscribe(sh, w)
+		}
+	}
+	done := make(chan struct{})
+	var streamsDone sync.WaitGroup
+	for range streams {
+		streamsDone.Go(func() {
+			tr := &fuzzTransport[*discoveryv3.DiscoveryRequest]{ctx: context.Background(), fuzzSent: &fuzzSent{}}
+			st := newSotWStream(srv, tr, "", "ads")
+			st.limiter = rate.NewLimiter(rate.Inf, 0) // a switch per step, not a client's pace
+			defer st.release()
+			last := map[string]uint32{} // each name's last version written
+			nonce := ""
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				req := &discoveryv3.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: subs[i%len(subs)], ResponseNonce: nonce}
+				if i == 0 {
+					req.Node = node
+				}
+				if err := st.handle(req); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := st.writeQueued(); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, b := range tr.take() {
+					r := &discoveryv3.DiscoveryResponse{}
+					if err := proto.Unmarshal(b, r); err != nil {
+						t.Error(err)
+						return
+					}
+					nonce = r.GetNonce()
+					for _, a := range r.GetResources() {
+						cla := &endpointv3.ClusterLoadAssignment{}
+						if err := a.UnmarshalTo(cla); err != nil {
+							t.Error(err)
+							return
+						}
+						v := cla.GetEndpoints()[0].GetPriority()
+						if p, ok := last[cla.GetClusterName()]; ok && v < p {
+							t.Errorf("stream wrote %s at v%d after v%d: responses out of order", cla.GetClusterName(), v, p)
+						}
+						last[cla.GetClusterName()] = v
+					}
+				}
+			}
+		})
+	}
+	var appliersDone sync.WaitGroup
+	for g := range appliers {
+		appliersDone.Go(func() {
+			for v := 1; v <= updates; v++ {
+				class.Apply(EndpointType, []*shard.Resource{resource(t, EndpointType, names[g], v)}, false)
+			}
+		})
+	}
+	appliersDone.Wait()
+	close(done)
+	streamsDone.Wait()
+}
+
+// yieldingWatcher gives the processor away at every telling.
+type yieldingWatcher struct{}
+
+func (*yieldingWatcher) ShardChanged(*shard.Shard, *shard.Response)    { runtime.Gosched() }
+func (*yieldingWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) { runtime.Gosched() }
