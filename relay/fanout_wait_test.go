@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -173,3 +174,20 @@ type yieldingWatcher struct{}
 
 func (*yieldingWatcher) ShardChanged(*shard.Shard, *shard.Response)    { runtime.Gosched() }
 func (*yieldingWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) { runtime.Gosched() }
+
+// A response told to a stream after its shard has a newer one (the class
+// tells outside its lock) is dropped as superseded, and so is a heartbeat
+// of it: the stream holds the newer response, or its telling follows.
+func TestOlderTellSuperseded(t *testing.T) {
+	r := newDropRig(t)
+	st, tr := r.sotwInSync()
+	sh := st.types[ClusterType].shard
+	old := sh.Current()
+	r.apply(ClusterType, 1)
+	if n := write(r, &st.stream, tr); n != 1 {
+		t.Fatalf("%d responses to the update, want 1", n)
+	}
+	st.ShardChanged(sh, old)
+	st.ShardHeartbeat(sh, &shard.Heartbeat{Response: old, Resources: old.Resources, TTLs: [][]byte{nil}})
+	dropped(r, &st.stream, tr, drop.Superseded, 2)
+}
