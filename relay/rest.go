@@ -101,8 +101,9 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 	// request is a first one, so no names is the legacy wildcard.
 	sub := shard.NewSubscription(names, len(names) == 0)
 
-	// The lease is released before the poll's shard is left: a class used
-	// only by polls lingers with its shards between them.
+	// The lease is released before the poll's shard is left (it lingers,
+	// as an ended stream's: shard.Class.Leave), so a class used only by
+	// polls lingers with its shards between them.
 	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, func() { s.registry.Release(class) })
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusTooManyRequests) // a class limit (shard.LimitError)
@@ -190,6 +191,11 @@ func protoMessage(err error) string {
 // differs from clientVersion, or nil when none does within maxHold (or before
 // the request ends). It calls release, then leaves the subscription, before
 // it returns. A subscription the class's limits refuse is the error.
+//
+// The shard is left as an ended stream leaves it (Leave, not Unsubscribe):
+// it lingers for the class's linger with its upstream interest, so a client
+// polling every few seconds is answered from the cache and its names are
+// not unsubscribed upstream and subscribed again at each poll.
 func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, release func()) (*shard.Response, error) {
 	rw := &restWatcher{sig: dedup.NewSignal()}
 	sh, err := class.TrySubscribe(typeURL, sub, rw)
@@ -199,7 +205,7 @@ func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Sub
 	}
 	defer func() {
 		release()
-		class.Unsubscribe(sh, rw)
+		class.Leave(sh, rw)
 	}()
 
 	// Every change after Subscribe signals rw, so checking after each signal

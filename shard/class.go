@@ -42,6 +42,9 @@ type Class struct {
 	// estimate.
 	limits    Limits
 	nodeBytes int
+	// store holds the tables' resources, shared with other classes (nil:
+	// each table holds its own).
+	store ResourceStore
 	// shardLinger is how long a shard left by its last stream's end
 	// lingers (Leave); zero: it goes at once.
 	shardLinger time.Duration
@@ -59,6 +62,9 @@ type Class struct {
 	// toldTail is closed once the last tells collected is told (nil before
 	// the first): the next one waits for it (see tell.go).
 	toldTail chan struct{}
+	// freed: the class was dropped and its resources released; an update
+	// still arriving is not installed.
+	freed bool
 
 	// Guarded by Registry.mu (see registry.go).
 	leases    int         // streams (and REST polls) using the class
@@ -72,13 +78,14 @@ func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
 		onInterest = func(string) {}
 	}
 	return &Class{Name: name, Node: proto.Clone(node).(*corev3.Node), onInterest: onInterest, tables: map[string]*table{},
-		nodeBytes: proto.Size(node), lingering: shardLinger{max: MaxLingeringShards}}
+		nodeBytes: proto.Size(node), lingering: shardLinger{max: MaxLingeringShards, counts: new(lingerCounts)}}
 }
 
 func (c *Class) table(typeURL string) *table {
 	t := c.tables[typeURL]
 	if t == nil {
 		t = newTable(typeURL)
+		t.store = c.store
 		c.tables[typeURL] = t
 	}
 	return t
@@ -118,7 +125,7 @@ func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited b
 			c.onInterest(typeURL)
 		}
 	}
-	c.lingering.take(s) // a lingering shard is in use again
+	c.lingering.take(s, LingerReused) // a lingering shard is in use again
 	s.watchers[w] = struct{}{}
 	s.told = nil
 	return s, nil
@@ -274,6 +281,8 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 // ts.
 func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells) {
 	switch t := c.tables[typeURL]; {
+	case c.freed:
+		return // dropped: nothing may hold a resource any more
 	case t == nil && (len(u.Resources) == 0 || u.Asked):
 		return // nothing to hold, and no shard to tell: the type's next shard starts afresh
 	case t != nil && u.Asked && !t.up.reported:
@@ -411,6 +420,13 @@ func (c *Class) shardCount() int {
 		n += len(t.shards)
 	}
 	return n
+}
+
+// LingeringShards is how many of the class's shards linger (Leave).
+func (c *Class) LingeringShards() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lingering.queue.Len()
 }
 
 // TableStatus describes one type URL's table in a class (what the upstream

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"container/list"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,7 +35,8 @@ const MaxLingeringShards = 4096
 // the class is freed or its registry closed (stop).
 type shardLinger struct {
 	// Read-only after creation.
-	max int // MaxLingeringShards, or less in tests
+	max    int           // MaxLingeringShards, or less in tests
+	counts *lingerCounts // the registry's (shared by its classes), or the class's own
 
 	// Guarded by Class.mu.
 	queue   list.List   // of *lingerEntry, oldest first
@@ -47,22 +49,63 @@ type lingerEntry struct {
 	until time.Time
 }
 
-// take removes s from the queue (Class.mu held); the timer stays armed, and
-// finds nothing or re-arms when it fires.
-func (q *shardLinger) take(s *Shard) {
+// LingerOutcome is how a shard's linger ended.
+type LingerOutcome int
+
+const (
+	// LingerReused: a stream (or REST poll) subscribed to it again.
+	LingerReused LingerOutcome = iota
+	// LingerExpired: its linger passed (in a class still in use it is
+	// removed; an idle class keeps it until the class is dropped).
+	LingerExpired
+	// LingerEvicted: MaxLingeringShards newer ones, or a live shard the
+	// class limits would refuse because of it, evicted it.
+	LingerEvicted
+	// LingerDropped: its class was dropped whole.
+	LingerDropped
+	numLingerOutcomes
+)
+
+var lingerOutcomeNames = [numLingerOutcomes]string{"reused", "expired", "evicted", "dropped"}
+
+// LingerOutcomes lists every outcome, in order.
+var LingerOutcomes = []LingerOutcome{LingerReused, LingerExpired, LingerEvicted, LingerDropped}
+
+func (o LingerOutcome) String() string { return lingerOutcomeNames[o] }
+
+// lingerCounts counts the lingers that ended, by outcome: the registry's
+// are shared by its classes and outlive them. Atomic.
+type lingerCounts [numLingerOutcomes]atomic.Int64
+
+// LingerStats is how many shards linger now and how many lingers ended,
+// by outcome (a shard that lingers again later counts again).
+type LingerStats struct {
+	Lingering int
+	Ended     [numLingerOutcomes]int64 // by LingerOutcome
+}
+
+// take removes s from the queue (Class.mu held), counting its linger as
+// ended by o if it lingered; the timer stays armed, and finds nothing or
+// re-arms when it fires.
+func (q *shardLinger) take(s *Shard, o LingerOutcome) {
 	if s.lingering != nil {
 		q.queue.Remove(s.lingering)
 		s.lingering = nil
+		q.counts[o].Add(1)
 	}
 }
 
 // stop stops the timer for good and forgets the queue (Class.mu held):
-// the lingering shards stay as they are.
-func (q *shardLinger) stop() {
+// the lingering shards stay as they are. dropped: the class is dropped,
+// which ends their lingers (counted); else the registry is closing.
+func (q *shardLinger) stop(dropped bool) {
 	q.stopped = true
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil
+	}
+	if dropped {
+		q.counts[LingerDropped].Add(int64(q.queue.Len()))
 	}
 	for e := q.queue.Front(); e != nil; e = e.Next() {
 		e.Value.(*lingerEntry).s.lingering = nil
@@ -117,7 +160,7 @@ func (c *Class) lingerExpired() {
 			q.timer = time.AfterFunc(le.until.Sub(now), c.lingerExpired)
 			return
 		}
-		q.take(le.s)
+		q.take(le.s, LingerExpired)
 		if !c.idle {
 			c.removeShardLocked(le.s)
 		}
@@ -126,7 +169,7 @@ func (c *Class) lingerExpired() {
 
 // evictLocked removes the lingering shard s at once (mu held).
 func (c *Class) evictLocked(s *Shard) {
-	c.lingering.take(s)
+	c.lingering.take(s, LingerEvicted)
 	c.removeShardLocked(s)
 }
 

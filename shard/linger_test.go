@@ -182,7 +182,7 @@ func TestLingeringShardsGiveWayUnderLimits(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				_, c, _, changes := lingerClass(t, time.Hour, tc.limits)
+				r, c, _, changes := lingerClass(t, time.Hour, tc.limits)
 				var lingering []*Shard
 				for i, ns := range tc.lingering {
 					w := &recorder{}
@@ -212,6 +212,7 @@ func TestLingeringShardsGiveWayUnderLimits(t *testing.T) {
 				if !slices.Equal(evicted, tc.evicted) {
 					t.Fatalf("evicted lingering shards %v, want %v (oldest first, as few as needed)", evicted, tc.evicted)
 				}
+				wantLingers(t, r, len(tc.lingering)-len(tc.evicted), 0, 0, int64(len(tc.evicted)), 0)
 				if len(changes()) == 0 {
 					t.Fatal("the upstream hook was not told of the narrower interest")
 				}

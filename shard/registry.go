@@ -69,10 +69,15 @@ type Registry struct {
 	onFanout FanoutObserver // copied into each class
 	closed   bool           // no more linger timers
 	limits   Limits         // copied into each class
+	store    ResourceStore  // copied into each class
 
 	// drops counts drops in progress: Add under mu while !closed, Done by
 	// the dropping goroutine; Close waits for it.
 	drops sync.WaitGroup
+
+	// Atomic: the ended lingers of every class's shards, dropped classes'
+	// included.
+	lingers lingerCounts
 }
 
 // SetClassLimits sets the limits of every class created from then on (call
@@ -100,6 +105,20 @@ func (r *Registry) Counts() (classes, shards int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.classes), shards
+}
+
+// Lingers returns how many shards linger now (Class.Leave), over every
+// class, and how many lingers ended since the registry was made, by
+// outcome (for gauges and counters).
+func (r *Registry) Lingers() LingerStats {
+	var st LingerStats
+	for _, c := range r.Classes() {
+		st.Lingering += c.LingeringShards()
+	}
+	for o := range st.Ended {
+		st.Ended[o] = r.lingers[o].Load()
+	}
+	return st
 }
 
 // NewRegistryWith returns a registry classifying nodes with c, whose
@@ -144,7 +163,9 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	c := newClass(name, node, nil)
 	c.onFanout = r.onFanout
 	c.limits = r.limits
+	c.store = r.store
 	c.shardLinger = max(r.life.Linger, 0)
+	c.lingering.counts = &r.lingers
 	if r.newClass != nil {
 		if hook := r.newClass(c); hook != nil {
 			c.onInterest = hook
@@ -258,7 +279,7 @@ func (r *Registry) Close() {
 			c.linger = nil
 		}
 		c.mu.Lock()
-		c.lingering.stop()
+		c.lingering.stop(false)
 		c.mu.Unlock()
 	}
 	r.mu.Unlock()
@@ -298,11 +319,16 @@ func (c *Class) sweep() {
 	}
 }
 
-// free forgets a dropped class's tables and shards (its source is stopped).
-// A stream still unsubscribing finds nothing to do.
+// free forgets a dropped class's tables and shards (its source is stopped)
+// and releases their resources. A stream still unsubscribing finds nothing
+// to do.
 func (c *Class) free() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lingering.stop()
+	c.lingering.stop(true)
+	for _, t := range c.tables {
+		t.unholdAll()
+	}
 	clear(c.tables)
+	c.freed = true
 }

@@ -23,6 +23,7 @@ type table struct {
 	// Read-only after creation.
 	typeURL   string
 	fullState bool
+	store     ResourceStore // where resources are held (nil: by the table alone)
 
 	// Guarded by Class.mu: everything below.
 
@@ -263,11 +264,13 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 	for _, r := range update {
 		seen[r.Name] = struct{}{}
 		old, ok := t.resources[r.Name]
-		if ok && old.Hash == r.Hash {
+		if ok && old.sameAs(r) {
 			continue
 		}
+		r = t.hold(r) // the held resource of r's content, if any
 		if ok {
 			changed = append(changed, t.unindexAliases(old)...)
+			t.unhold(old)
 		} else {
 			t.sorted = nil
 		}
@@ -297,6 +300,7 @@ func (t *table) drop(name string) []string {
 		return nil
 	}
 	delete(t.resources, name)
+	t.unhold(r)
 	t.sorted = nil
 	return append(t.unindexAliases(r), name)
 }

@@ -44,6 +44,14 @@ type Config struct {
 	// content hashes, for operators who correlate what a client holds with
 	// their control plane.
 	PassVersions bool
+	// AskWildcard asks every type for all of its resources (SotW: the
+	// legacy wildcard, delta: "*") and selects the names clients subscribe
+	// to in the relay, never asking by name. For control planes that answer
+	// a named request only when it names every resource of the type
+	// (go-control-plane's snapshot cache in ADS mode): such a cache answers
+	// a stream's first request when the type is empty, then falls silent
+	// once the type grows, which no wait can tell from "nothing changed".
+	AskWildcard bool
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
 	// Drops counts the upstream answers the relay does not pass on or
@@ -149,8 +157,9 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
-		valid:   &validator{checked: map[string]map[string]checkedResource{}, passVersions: c.cfg.PassVersions},
+		valid:   &validator{passVersions: c.cfg.PassVersions, store: class.Store()},
 		delta:   c.cfg.Delta,
+		askWild: c.cfg.AskWildcard,
 		metrics: c.cfg.Metrics,
 		drops:   c.cfg.Drops,
 		tracer:  c.cfg.Tracer,

@@ -54,6 +54,9 @@ func (ds *deltaSession) close()                    {}
 func (ds *deltaSession) syncInterest() error {
 	for _, typeURL := range ds.class.TypeURLs() {
 		want := ds.class.Interest(typeURL)
+		if ds.askWild && !want.Empty() {
+			want = shard.Subscription{Wildcard: true} // names are selected in the relay
+		}
 		ts := ds.types[typeURL]
 		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
 		switch {
@@ -274,7 +277,7 @@ func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource
 		cands = append(cands, candidate{raw: r.Any, ttl: r.TTL, declared: r.Name, aliases: r.Aliases, version: r.Version})
 		versions = append(versions, r.Version)
 	}
-	resources, err := ds.valid.resources(resp.TypeURL, cands, false)
+	resources, err := ds.valid.resources(resp.TypeURL, cands)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -268,7 +268,7 @@ func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
 // never be reported removed to a "+[*]" on the old stream).
 func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
-	_, class := newDeltaClient(t, addr, fastBackoff)
+	c, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
 	named, _ := holdClustersAB(t, srv, class, w)
 	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
@@ -276,6 +276,9 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 	again := srv.next(t) // the old stream ends without asking for "*"
 	r := again.request(t)
 	wantReq(t, r, shard.ClusterType, []string{"*"}, nil)
+	if st := c.Status()[0]; st.Reconnects != 0 || st.Restarts != (RestartCounts{Wildcard: 1}) {
+		t.Fatalf("status: %d reconnects, restarts %+v; want none and one wildcard restart", st.Reconnects, st.Restarts)
+	}
 	if got, want := r.GetInitialResourceVersions(), map[string]string{"a": "a1", "b": "b1"}; !maps.Equal(got, want) {
 		t.Errorf("initial_resource_versions = %v, want %v", got, want)
 	}

@@ -66,11 +66,14 @@ func TestDeltaResubscribedDuringUnsubscriptionIsClaimed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		send error // what the unsubscription's send returns
-	}{{"send-fails", io.EOF}, {"sent", nil}} {
+		// the new stream: a reconnect (a failure), or a chosen restart
+		reconnects int
+		restarts   RestartCounts
+	}{{"send-fails", io.EOF, 1, RestartCounts{}}, {"sent", nil, 0, RestartCounts{Claim: 1}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, addr := startScriptedDelta(t)
 			gate := newSendGate()
-			class := newGatedDeltaClass(t, addr, gate)
+			c, class := newGatedDeltaClass(t, addr, gate)
 			w := nopWatcher{}
 			ab, ds := holdClustersAB(t, srv, class, w)
 
@@ -93,6 +96,9 @@ func TestDeltaResubscribedDuringUnsubscriptionIsClaimed(t *testing.T) {
 			if got, want := r.GetInitialResourceVersions(), map[string]string{"b": "b1"}; !maps.Equal(got, want) {
 				t.Fatalf("initial_resource_versions = %v, want %v: the class holds b", got, want)
 			}
+			if st := c.Status()[0]; st.Reconnects != tc.reconnects || st.Restarts != tc.restarts {
+				t.Fatalf("status: %d reconnects, restarts %+v; want %d and %+v", st.Reconnects, st.Restarts, tc.reconnects, tc.restarts)
+			}
 			// b was deleted meanwhile: the upstream reports it for the claim.
 			again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1", RemovedResources: []string{"b"}})
 			if ack := again.request(t); ack.GetResponseNonce() != "m1" {
@@ -106,8 +112,8 @@ func TestDeltaResubscribedDuringUnsubscriptionIsClaimed(t *testing.T) {
 }
 
 // newGatedDeltaClass starts a delta upstream client whose requests pass
-// gate, and returns the class of one node.
-func newGatedDeltaClass(t *testing.T, addr string, gate *sendGate) *shard.Class {
+// gate, and returns it and the class of one node.
+func newGatedDeltaClass(t *testing.T, addr string, gate *sendGate) (*Client, *shard.Class) {
 	t.Helper()
 	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: fastBackoff, Delta: true,
 		DialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(gate.intercept)}}, zaptest.NewLogger(t))
@@ -115,5 +121,5 @@ func newGatedDeltaClass(t *testing.T, addr string, gate *sendGate) *shard.Class 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
+	return c, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 }

@@ -75,28 +75,6 @@ func (l *servedLog) awaitMore(t *testing.T, what string, n int) {
 	}
 }
 
-// namesIgnoredMetrics counts the fallbacks, by type.
-type namesIgnoredMetrics struct {
-	NopMetrics
-	mu      sync.Mutex
-	ignored map[string]int
-}
-
-func (m *namesIgnoredMetrics) NamesIgnored(_, typeURL string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ignored == nil {
-		m.ignored = map[string]int{}
-	}
-	m.ignored[typeURL]++
-}
-
-func (m *namesIgnoredMetrics) count(typeURL string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ignored[typeURL]
-}
-
 // startCP starts a go-control-plane server of kind holding clusters a, b
 // and c, stopped when the test ends.
 func startCP(t *testing.T, kind string) *xdstest.ControlPlane {
@@ -151,7 +129,7 @@ func cdsRequests(cp *xdstest.ControlPlane) []*discoverygrpc.DiscoveryRequest {
 // one that does not is served as absent once the wildcard's answer came.
 func TestNamesIgnoredFallsBackToWildcard(t *testing.T) {
 	cp := startCP(t, xdstest.SnapshotADS)
-	m := &namesIgnoredMetrics{}
+	m := &countingMetrics{}
 	class := newCPClass(t, cp, false, m)
 	a, x := newServedLog(), newServedLog()
 	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), a)
@@ -162,8 +140,11 @@ func TestNamesIgnoredFallsBackToWildcard(t *testing.T) {
 		t.Fatalf("shard [a] served %v, want [[a]]: a exists", served)
 	}
 	x.await(t, "x as absent", holds())
-	if got := m.count(shard.ClusterType); got != 1 {
+	if got := m.ignoredFor(shard.ClusterType); got != 1 {
 		t.Fatalf("fallbacks counted %d, want 1", got)
+	}
+	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartNamesIgnored) != 1 {
+		t.Fatalf("%d restarts counted, want 1 for names_ignored", restarts)
 	}
 	reqs := cdsRequests(cp)
 	if last := reqs[len(reqs)-1]; len(last.GetResourceNames()) != 0 {
@@ -183,7 +164,7 @@ func TestNamesIgnoredFallsBackToWildcard(t *testing.T) {
 // once, without waiting out the grace again.
 func TestNamesIgnoredSurvivesReconnect(t *testing.T) {
 	cp := startCP(t, xdstest.SnapshotADS)
-	m := &namesIgnoredMetrics{}
+	m := &countingMetrics{}
 	class := newCPClass(t, cp, false, m)
 	a := newServedLog()
 	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), a)
@@ -203,8 +184,11 @@ func TestNamesIgnoredSurvivesReconnect(t *testing.T) {
 			t.Fatalf("CDS request %v of the new stream names clusters; want the legacy wildcard", r)
 		}
 	}
-	if got := m.count(shard.ClusterType); got != 1 {
+	if got := m.ignoredFor(shard.ClusterType); got != 1 {
 		t.Fatalf("fallbacks counted %d, want 1 (the new stream asks for the wildcard at once)", got)
+	}
+	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartNamesIgnored) != 1 {
+		t.Fatalf("%d restarts counted, want the fallback's alone: the reconnect is a failure", restarts)
 	}
 }
 
@@ -225,7 +209,7 @@ func TestNamesAnsweredNoFallback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := startCP(t, tc.cache)
-			m := &namesIgnoredMetrics{}
+			m := &countingMetrics{}
 			class := newCPClass(t, cp, tc.delta, m)
 			a, x := newServedLog(), newServedLog()
 			subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), a)
@@ -237,7 +221,7 @@ func TestNamesAnsweredNoFallback(t *testing.T) {
 			// a fallback would have engaged.
 			subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"x"}, false), x)
 			x.await(t, "x as absent", holds())
-			if got := m.count(shard.ClusterType); got != 0 {
+			if got := m.ignoredFor(shard.ClusterType); got != 0 {
 				t.Fatalf("fallbacks counted %d, want 0: the upstream answers names", got)
 			}
 			sotw, delta := cp.Requests()

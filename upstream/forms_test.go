@@ -21,14 +21,36 @@ import (
 type countingMetrics struct {
 	NopMetrics
 	mu       sync.Mutex
-	restarts int
+	restarts map[RestartReason]int
+	ignored  map[string]int // the names-ignored fallbacks, by type URL
 	repeats  int
 }
 
-func (m *countingMetrics) WildcardRestart(string) {
+func (m *countingMetrics) Restarted(_ string, r RestartReason) { count(&m.mu, &m.restarts, r) }
+func (m *countingMetrics) NamesIgnored(_, typeURL string)      { count(&m.mu, &m.ignored, typeURL) }
+
+// count adds one to (*counts)[k] under mu.
+func count[K comparable](mu *sync.Mutex, counts *map[K]int, k K) {
+	mu.Lock()
+	defer mu.Unlock()
+	if *counts == nil {
+		*counts = map[K]int{}
+	}
+	(*counts)[k]++
+}
+
+// restartsFor is how many restarts were counted for r.
+func (m *countingMetrics) restartsFor(r RestartReason) int {
 	m.mu.Lock()
-	m.restarts++
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	return m.restarts[r]
+}
+
+// ignoredFor is how many fallbacks were counted for typeURL.
+func (m *countingMetrics) ignoredFor(typeURL string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ignored[typeURL]
 }
 
 func (m *countingMetrics) RepeatedResponse(string, string) {
@@ -40,7 +62,10 @@ func (m *countingMetrics) RepeatedResponse(string, string) {
 func (m *countingMetrics) counts() (restarts, repeats int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.restarts, m.repeats
+	for _, n := range m.restarts {
+		restarts += n
+	}
+	return restarts, m.repeats
 }
 
 // newFormsClass starts a SotW upstream client counting into m and returns
@@ -139,11 +164,11 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 	if got := names(wild); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("wildcard shard holds %v, want [a b c]", got)
 	}
-	if restarts, _ := m.counts(); restarts != 1 {
-		t.Fatalf("%d wildcard restarts counted, want 1", restarts)
+	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartWildcard) != 1 {
+		t.Fatalf("%d restarts counted, want 1 wildcard restart", restarts)
 	}
-	if st := c.Status(); st[0].Reconnects != 0 || st[0].State != StateConnected {
-		t.Fatalf("status %+v: a wildcard restart is no failure", st[0])
+	if st := c.Status(); st[0].Reconnects != 0 || st[0].State != StateConnected || st[0].Restarts != (RestartCounts{Wildcard: 1}) {
+		t.Fatalf("status %+v: a wildcard restart is no failure, counted in restarts", st[0])
 	}
 	// The wildcard is now held: names joining and leaving are covered by it.
 	more := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"z"}, false), nopWatcher{})

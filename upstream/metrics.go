@@ -9,9 +9,9 @@ type Metrics interface {
 	// Response counts a response of typeURL the relay ACKed (accepted) or
 	// NACKed.
 	Response(class, typeURL string, accepted bool)
-	// WildcardRestart counts a class stream restarted at once to ask for a
-	// wildcard in the legacy form after it had asked for explicit names.
-	WildcardRestart(class string)
+	// Restarted counts a class stream the relay restarted itself, for
+	// reason (not a failure: no backoff, paced by RestartPace).
+	Restarted(class string, reason RestartReason)
 	// RepeatedResponse counts a response repeating, in answer to an ACK,
 	// the one before it StormRepeats times or more; its ACK is deferred.
 	RepeatedResponse(class, typeURL string)
@@ -28,6 +28,6 @@ var _ Metrics = NopMetrics{}
 
 func (NopMetrics) Reconnecting(string)             {}
 func (NopMetrics) Response(string, string, bool)   {}
-func (NopMetrics) WildcardRestart(string)          {}
+func (NopMetrics) Restarted(string, RestartReason) {}
 func (NopMetrics) RepeatedResponse(string, string) {}
 func (NopMetrics) NamesIgnored(string, string)     {}

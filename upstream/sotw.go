@@ -91,7 +91,7 @@ func (ss *sotwSession) syncInterest() error {
 			}
 			ts = &sotwTypeState{}
 			ss.types[typeURL] = ts
-		} else if ts.sub.Equal(ts.asked(want, ss.namesIgnored[typeURL])) {
+		} else if ts.sub.Equal(ts.asked(want, ss.byWildcard(typeURL))) {
 			continue
 		}
 		if err := ss.send(typeURL, ts, want, "", nil); err != nil {
@@ -110,13 +110,19 @@ func (ss *sotwSession) syncInterest() error {
 // would end it, and an empty one still means "everything"), so it is kept,
 // with the class's data for it, until the stream restarts.
 //
-// namesIgnored: the upstream did not answer the type by name (fallback.go),
-// so names too are asked for as the wildcard.
-func (ts *sotwTypeState) asked(want shard.Subscription, namesIgnored bool) shard.Subscription {
-	if want.Wildcard || (ts.sub.Wildcard && !ts.explicit) || (namesIgnored && !want.Empty()) {
+// byWildcard: names too are asked for as the wildcard (see byWildcard).
+func (ts *sotwTypeState) asked(want shard.Subscription, byWildcard bool) shard.Subscription {
+	if want.Wildcard || (ts.sub.Wildcard && !ts.explicit) || (byWildcard && !want.Empty()) {
 		return shard.Subscription{Wildcard: true}
 	}
 	return want
+}
+
+// byWildcard reports whether names of typeURL are asked for as the
+// wildcard: the operator said so (Config.AskWildcard), or the upstream did
+// not answer the type by name (fallback.go).
+func (ss *sotwSession) byWildcard(typeURL string) bool {
+	return ss.askWild || ss.namesIgnored[typeURL]
 }
 
 // send writes one request for typeURL subscribing to want (see asked),
@@ -131,7 +137,7 @@ func (ts *sotwTypeState) asked(want shard.Subscription, namesIgnored bool) shard
 // is not told of a wildcard request meanwhile, so its wildcard shards wait
 // for the new stream's answer.
 func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscription, nonce string, nack *status.Status) error {
-	want = ts.asked(want, ss.namesIgnored[typeURL])
+	want = ts.asked(want, ss.byWildcard(typeURL))
 	if want.Wildcard && ts.explicit {
 		delete(ss.versions, typeURL)
 		return &wildcardRestart{typeURL: typeURL}
@@ -206,7 +212,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	cands, beats, verr := unwrapSotW(resp.Resources)
 	var resources []*shard.Resource
 	if verr == nil {
-		resources, verr = ss.valid.resources(resp.TypeURL, cands, replace)
+		resources, verr = ss.valid.resources(resp.TypeURL, cands)
 	}
 	if verr != nil {
 		end(verr)

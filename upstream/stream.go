@@ -64,7 +64,61 @@ type ClassStreamStatus struct {
 	NACKs      int               `json:"nacks"`
 	LastNACK   string            `json:"last_nack,omitempty"`
 	Versions   map[string]string `json:"versions"`
+	// Restarts the relay chose (not failures, not in Reconnects), by
+	// reason.
+	Restarts RestartCounts `json:"restarts"`
 }
+
+// RestartReason is why the relay restarted a class's upstream stream
+// itself: the new stream can ask what the old one could not.
+type RestartReason int
+
+const (
+	// RestartWildcard: a wildcard wanted after explicit names of the type
+	// (SotW: the legacy form exists only before names; delta: the new
+	// stream's first request declares what the relay holds).
+	RestartWildcard RestartReason = iota
+	// RestartClaim (delta): a name subscribed again that the class held
+	// across its unsubscription, claimed in initial_resource_versions.
+	RestartClaim
+	// RestartNamesIgnored (SotW): the upstream left a named request
+	// unanswered; the type is asked for as the wildcard (fallback.go).
+	RestartNamesIgnored
+)
+
+func (r RestartReason) String() string {
+	switch r {
+	case RestartWildcard:
+		return "wildcard"
+	case RestartClaim:
+		return "claim"
+	case RestartNamesIgnored:
+		return "names_ignored"
+	}
+	return "unknown"
+}
+
+// RestartCounts counts a class stream's chosen restarts by reason.
+type RestartCounts struct {
+	Wildcard     int `json:"wildcard"`
+	Claim        int `json:"claim"`
+	NamesIgnored int `json:"names_ignored"`
+}
+
+// add counts one restart for r.
+func (c *RestartCounts) add(r RestartReason) {
+	switch r {
+	case RestartWildcard:
+		c.Wildcard++
+	case RestartClaim:
+		c.Claim++
+	case RestartNamesIgnored:
+		c.NamesIgnored++
+	}
+}
+
+// Total is every chosen restart.
+func (c RestartCounts) Total() int { return c.Wildcard + c.Claim + c.NamesIgnored }
 
 // classStream is the upstream ADS stream of one class, run by one goroutine
 // (run) that the Client starts and stops.
@@ -80,6 +134,7 @@ type classStream struct {
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
 	delta   bool // speak incremental ADS upstream
+	askWild bool // ask every type as the wildcard (Config.AskWildcard)
 	metrics Metrics
 	drops   *drop.Counters // nil-safe
 	tracer  trace.Tracer
@@ -155,21 +210,26 @@ func (s *classStream) run(ctx context.Context) {
 		}
 		var claim *claimRestart
 		var restart *wildcardRestart
+		var reason RestartReason
 		switch {
 		case errors.As(err, &claim):
 			// Not a failure: the new stream claims what the class holds.
 			s.log.Info("restarting the upstream stream to claim a resource held across an unsubscription",
 				zap.String("type_url", claim.typeURL), zap.String("name", claim.name))
+			reason = RestartClaim
 		case errors.As(err, &restart) && restart.namesIgnored:
-			// Logged and counted by the fallback.
+			// Logged (per type) by the fallback.
+			reason = RestartNamesIgnored
 		case errors.As(err, &restart):
 			// Not a failure: the new stream asks for the wildcard in the
 			// legacy form. Clients keep what they hold meanwhile.
 			s.log.Info("restarting the upstream stream to subscribe to a wildcard after explicit names",
 				zap.String("type_url", restart.typeURL))
-			s.metrics.WildcardRestart(s.class.Name)
+			reason = RestartWildcard
 		}
 		if claim != nil || restart != nil {
+			s.metrics.Restarted(s.class.Name, reason)
+			s.setStatus(func(st *ClassStreamStatus) { st.Restarts.add(reason) })
 			if !sleepCtx(ctx, restartWait(lastRestart, time.Now())) {
 				return
 			}

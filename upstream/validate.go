@@ -26,28 +26,21 @@ func reject(format string, args ...any) error {
 	return &RejectError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// validator checks upstream resources. It remembers the hash of every
-// resource it already checked, and the children it refers to, so an
-// unchanged resource is not decoded again. Not safe for concurrent use.
+// validator checks upstream resources. A resource whose content the
+// relay already holds (in the class's store, for this class or another) is
+// not decoded again: the held resource, with the children recorded when it
+// was first decoded, is used instead of a copy. Not safe for concurrent use.
 type validator struct {
 	// Read-only after creation.
 	// passVersions: a resource keeps the upstream's version (candidate
 	// version), which its hash includes.
 	passVersions bool
-
-	// Owned by the class stream's run goroutine.
-	checked map[string]map[string]checkedResource // type URL -> name -> what was checked
+	// store holds the resources of every class (nil: none is shared, each
+	// resource is decoded and copied).
+	store shard.ResourceStore
 }
 
-// checkedResource is one resource version as the validator decoded it.
-type checkedResource struct {
-	hash     uint64
-	children []string // xdstypes.Children of the decoded resource (shared, read-only)
-}
-
-func newValidator() *validator {
-	return &validator{checked: map[string]map[string]checkedResource{}}
-}
+func newValidator() *validator { return &validator{} }
 
 // candidate is one resource of a response, before validation.
 type candidate struct {
@@ -92,13 +85,12 @@ func unwrapSotW(raws [][]byte) ([]candidate, []shard.HeartbeatEntry, error) {
 // be a well-formed Any of the response's type, decodable when the type is
 // known to the relay, with a non-empty name (matching its wrapper's, if
 // any) unique within the response.
-func (v *validator) resources(typeURL string, cands []candidate, replace bool) ([]*shard.Resource, error) {
+func (v *validator) resources(typeURL string, cands []candidate) ([]*shard.Resource, error) {
 	var msgType protoreflect.MessageType
 	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL); err == nil {
 		msgType = mt
 	}
-	prev := v.checked[typeURL]
-	next := make(map[string]checkedResource, len(cands))
+	seen := make(map[string]struct{}, len(cands))
 	out := make([]*shard.Resource, 0, len(cands))
 	for i, c := range cands {
 		anyType, value, err := wire.ParseAny(c.raw)
@@ -115,42 +107,37 @@ func (v *validator) resources(typeURL string, cands []candidate, replace bool) (
 		if c.declared != "" && c.declared != name {
 			return nil, reject("resources[%d]: Resource.name %q does not match the resource's name %q", i, c.declared, name)
 		}
-		if _, dup := next[name]; dup {
+		if _, dup := seen[name]; dup {
 			return nil, reject("resources[%d]: duplicate resource name %q", i, name)
 		}
+		seen[name] = struct{}{}
 		hash := dedup.ResourceHashFull(c.raw, c.ttl, c.aliases)
 		upstreamVersion := ""
 		if v.passVersions && c.version != "" {
 			upstreamVersion = c.version
 			hash = dedup.WithVersion(hash, c.version)
 		}
-		checked, known := prev[name]
-		if msgType != nil && (!known || checked.hash != hash) {
+		if v.store != nil {
+			if held := v.store.Lookup(hash, name, c.raw, c.ttl, c.aliases, upstreamVersion); held != nil {
+				out = append(out, held) // checked when first held
+				continue
+			}
+		}
+		var children []string
+		if msgType != nil {
 			msg := msgType.New().Interface()
 			if err := proto.Unmarshal(value, msg); err != nil {
 				return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
 			}
-			checked.children = nil
 			if shard.ChildType(typeURL) != "" {
-				checked.children = xdstypes.Children(msg)
+				children = xdstypes.Children(msg)
 			}
 		}
-		checked.hash = hash
-		next[name] = checked
 		// Copy: raw aliases the whole received message, which must not stay
 		// pinned by the one resource that outlives it.
 		out = append(out, &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash,
-			UpstreamVersion: upstreamVersion, Children: checked.children})
+			UpstreamVersion: upstreamVersion, Children: children})
 	}
-	if !replace && prev != nil {
-		// A merge update carries only some resources: remember the rest too.
-		for name, checked := range prev {
-			if _, ok := next[name]; !ok {
-				next[name] = checked
-			}
-		}
-	}
-	v.checked[typeURL] = next
 	return out, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
+	"github.com/xds-relay/xds-relay/shard/store"
 )
 
 const listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
@@ -33,21 +34,23 @@ func rdsHCM(t *testing.T, route string) *anypb.Any {
 
 // The validator records, once per resource version, the names of the
 // resources a Cluster (its EDS service name) or a Listener (its RDS route
-// configurations) refers to; an unchanged resource keeps them without
-// being decoded again.
+// configurations) refers to; a resource held keeps them without being
+// decoded again.
 func TestValidatorRecordsChildren(t *testing.T) {
-	v := newValidator()
+	held := store.New()
+	v := &validator{store: held}
 	check := func(typeURL string, raws [][]byte, want map[string][]string) {
 		t.Helper()
 		cands, _, err := unwrapSotW(raws)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := v.resources(typeURL, cands, true)
+		rs, err := v.resources(typeURL, cands)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rs {
+			held.Acquire(r) // as the class's table does
 			if !slices.Equal(r.Children, want[r.Name]) {
 				t.Errorf("%s children %q, want %q", r.Name, r.Children, want[r.Name])
 			}
@@ -60,7 +63,7 @@ func TestValidatorRecordsChildren(t *testing.T) {
 	}
 	want := map[string][]string{"a": {"a"}, "b": {"b-eds"}}
 	check(clusterType, clusters, want)
-	check(clusterType, clusters, want) // unchanged: not decoded, same children
+	check(clusterType, clusters, want) // held: not decoded, same children
 
 	chain := func(route string) *listenerv3.FilterChain {
 		return &listenerv3.FilterChain{Filters: []*listenerv3.Filter{{Name: "hcm",

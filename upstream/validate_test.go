@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -10,6 +11,9 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/store"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
@@ -35,7 +39,7 @@ func TestValidatorRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cands, _, err := unwrapSotW(tc.raws)
 			if err == nil {
-				_, err = newValidator().resources(clusterType, cands, true)
+				_, err = newValidator().resources(clusterType, cands)
 			}
 			var rej *RejectError
 			if !errors.As(err, &rej) || !strings.Contains(err.Error(), tc.want) {
@@ -47,7 +51,7 @@ func TestValidatorRejects(t *testing.T) {
 
 func TestValidatorAcceptsAndCopies(t *testing.T) {
 	raw := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
-	out, err := newValidator().resources(clusterType, []candidate{{raw: raw}}, true)
+	out, err := newValidator().resources(clusterType, []candidate{{raw: raw}})
 	if err != nil || len(out) != 1 || out[0].Name != "a" {
 		t.Fatalf("got %v, %v", out, err)
 	}
@@ -76,15 +80,48 @@ func TestBackoffBounds(t *testing.T) {
 // Aliases from a delta upstream are kept, and are part of the content hash.
 func TestValidatorKeepsAliases(t *testing.T) {
 	raw := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
-	plain, err := newValidator().resources(clusterType, []candidate{{raw: raw}}, false)
+	plain, err := newValidator().resources(clusterType, []candidate{{raw: raw}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	aliased, err := newValidator().resources(clusterType, []candidate{{raw: raw, aliases: []string{"alias-a"}}}, false)
+	aliased, err := newValidator().resources(clusterType, []candidate{{raw: raw, aliases: []string{"alias-a"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(aliased[0].Aliases) != 1 || aliased[0].Aliases[0] != "alias-a" || aliased[0].Hash == plain[0].Hash {
 		t.Fatalf("aliased resource = %+v (plain hash %x)", aliased[0], plain[0].Hash)
+	}
+}
+
+// A resource the store holds (for this class or another) is not decoded or
+// copied again: the validator hands out the held one. Only its exact bytes
+// find it; other bytes are decoded and copied.
+func TestValidatorUsesHeldResources(t *testing.T) {
+	held := store.New()
+	v := &validator{store: held}
+	raw := xdstest.AnyBytes(edsClusterNamed("a", "a-eds"))
+	first, err := v.resources(clusterType, []candidate{{raw: raw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Acquire(first[0])
+	again, err := (&validator{store: held}).resources(clusterType, []candidate{{raw: bytes.Clone(raw)}})
+	if err != nil || again[0] != first[0] {
+		t.Fatalf("same bytes again: %p, %v; want the held %p", again[0], err, first[0])
+	}
+	changed := xdstest.AnyBytes(edsClusterNamed("a", "b-eds"))
+	other, err := v.resources(clusterType, []candidate{{raw: changed}})
+	if err != nil || other[0] == first[0] || other[0].Children[0] != "b-eds" {
+		t.Fatalf("changed bytes: %+v, %v; want a new resource with its own children", other[0], err)
+	}
+	// Held bytes are taken as checked: these (not a decodable Cluster)
+	// would be rejected if decoded.
+	bad := wire.AppendAny(nil, clusterType, []byte{0x0a, 0x02, 0xff, 0xfe})
+	if _, err := v.resources(clusterType, []candidate{{raw: bad}}); err == nil {
+		t.Fatal("undecodable resource accepted")
+	}
+	held.Acquire(&shard.Resource{Name: "\xff\xfe", Any: bad, Hash: dedup.ResourceHashFull(bad, nil, nil)})
+	if _, err := v.resources(clusterType, []candidate{{raw: bad}}); err != nil {
+		t.Fatalf("held resource decoded again: %v", err)
 	}
 }

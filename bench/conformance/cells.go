@@ -10,7 +10,10 @@ import (
 // with the features it excludes by default and why.
 func Cells() []Cell {
 	return []Cell{
-		{Name: "snapshot-ads/sotw", Upstream: UpSnapshotADS},
+		// A SotW ADS-mode snapshot cache answers a named request only when it
+		// names every resource of the type: the relay asks for the wildcard
+		// (upstream.ask), as docs/architecture.md says to.
+		{Name: "snapshot-ads/sotw", Upstream: UpSnapshotADS, AskWildcard: true},
 		{Name: "snapshot-ads/delta", Upstream: UpSnapshotADS, Delta: true},
 		{Name: "snapshot/sotw", Upstream: UpSnapshot},
 		{Name: "snapshot/delta", Upstream: UpSnapshot, Delta: true},

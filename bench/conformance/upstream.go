@@ -32,6 +32,9 @@ type Cell struct {
 	Name     string
 	Upstream string // an Up* kind
 	Delta    bool   // the relays' upstream protocol is delta (not for UpFile)
+	// AskWildcard: the relay facing the control plane asks every type as
+	// the wildcard (upstream.ask: wildcard).
+	AskWildcard bool
 	// Exclude lists features the cell does not generate by default, each
 	// with its reason (docs/conformance.md lists them).
 	Exclude map[Feature]string
@@ -63,7 +66,7 @@ const anchorName = "conformance-anchor"
 
 const runtimeType = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
 
-func relayConfig(listenUpstream string, delta bool, id string) app.Config {
+func relayConfig(listenUpstream string, delta bool, id string, askWildcard bool) app.Config {
 	cfg := app.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Admin = "127.0.0.1:0"
@@ -72,6 +75,9 @@ func relayConfig(listenUpstream string, delta bool, id string) app.Config {
 	cfg.Upstream.Protocol = "sotw"
 	if delta {
 		cfg.Upstream.Protocol = "delta"
+	}
+	if askWildcard {
+		cfg.Upstream.Ask = "wildcard"
 	}
 	cfg.Upstream.Backoff.Initial = 20 * time.Millisecond
 	cfg.Upstream.Backoff.Max = 200 * time.Millisecond
@@ -104,7 +110,7 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string) (up *upstream, err er
 		if err := u.writeAnchor(); err != nil {
 			return nil, err
 		}
-		cfg := relayConfig("", false, "relay-file")
+		cfg := relayConfig("", false, "relay-file", false)
 		cfg.Source.Dir = u.dir
 		if err := u.startRelay(cfg, log.Named("relay")); err != nil {
 			return nil, err
@@ -118,15 +124,15 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string) (up *upstream, err er
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: xdstest.Snapshot}); err != nil {
 			return nil, err
 		}
-		if err := u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay-tier1"), log.Named("tier1")); err != nil {
+		if err := u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay-tier1", cell.AskWildcard), log.Named("tier1")); err != nil {
 			return nil, err
 		}
-		return u, u.startRelay(relayConfig(u.addr(), cell.Delta, "relay-tier2"), log.Named("tier2"))
+		return u, u.startRelay(relayConfig(u.addr(), cell.Delta, "relay-tier2", false), log.Named("tier2"))
 	default:
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: cell.Upstream}); err != nil {
 			return nil, err
 		}
-		return u, u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay"), log.Named("relay"))
+		return u, u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay", cell.AskWildcard), log.Named("relay"))
 	}
 }
 

@@ -32,6 +32,7 @@ func (r *Relay) adminHandler() http.Handler {
 			Node    string `json:"first_node"`
 			Types   int    `json:"types"`
 			Streams int    `json:"subscriptions"`
+			Linger  int    `json:"lingering_shards"`
 		}
 		out := []classJSON{} // [] when there is none, not null
 		for _, c := range r.registry.Classes() {
@@ -40,6 +41,9 @@ func (r *Relay) adminHandler() http.Handler {
 				cj.Types++
 				for _, s := range ts.Shards {
 					cj.Streams += s.Streams
+					if s.Lingering {
+						cj.Linger++
+					}
 				}
 			}
 			out = append(out, cj)
@@ -72,6 +76,10 @@ func (r *Relay) adminHandler() http.Handler {
 		default:
 			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
 		}
+	})
+	mux.HandleFunc("GET /debug/store", func(w http.ResponseWriter, _ *http.Request) {
+		n, b := r.store.Counts()
+		writeJSON(w, map[string]int64{"resources": n, "bytes": b})
 	})
 	mux.HandleFunc("GET /debug/drops", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, r.dropCounts())

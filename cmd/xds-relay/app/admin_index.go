@@ -29,6 +29,7 @@ func adminIndex(logLevel bool) []adminEndpoint {
 		{"/debug/streams", "GET", "downstream streams, ?limit=N (JSON)"},
 		{"/debug/upstream", "GET", "upstream streams or file source state (JSON)"},
 		{"/debug/drops", "GET", "what the relay did not send, by reason (JSON)"},
+		{"/debug/store", "GET", "distinct resources held for all classes, and their bytes (JSON)"},
 	}
 	if logLevel {
 		out = append(out, adminEndpoint{"/debug/logging", "GET, PUT", `log level: PUT {"level":"debug"} or level=debug`})

@@ -147,8 +147,13 @@ type UpstreamConfig struct {
 	// Versions is what clients are sent as versions: "content" (content
 	// hashes, identical on every relay of a tier) or "upstream" (the
 	// upstream's SotW version_info and delta resource versions).
-	Versions string        `yaml:"versions"`
-	Backoff  BackoffConfig `yaml:"backoff"`
+	Versions string `yaml:"versions"`
+	// Ask is how each type is asked for: "names" (the names clients
+	// subscribe to) or "wildcard" (every resource of the type, names
+	// selected in the relay), for control planes that answer a named
+	// request only when it names all their resources.
+	Ask     string        `yaml:"ask"`
+	Backoff BackoffConfig `yaml:"backoff"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -298,6 +303,9 @@ func (c *Config) validate() error {
 	}
 	if c.Upstream.Versions != "content" && c.Upstream.Versions != "upstream" {
 		bad("upstream.versions", "must be content or upstream, got %q", c.Upstream.Versions)
+	}
+	if c.Upstream.Ask != "names" && c.Upstream.Ask != "wildcard" {
+		bad("upstream.ask", "must be names or wildcard, got %q", c.Upstream.Ask)
 	}
 	if c.Upstream.Backoff.Max < c.Upstream.Backoff.Initial {
 		bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)

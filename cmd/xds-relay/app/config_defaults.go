@@ -46,6 +46,7 @@ var settings = []setting{
 	{key: "upstream.relay_id", def: "", doc: "per class"},
 	{key: "upstream.protocol", def: "sotw"},
 	{key: "upstream.versions", def: "content"},
+	{key: "upstream.ask", def: "names"},
 	{key: "upstream.backoff.initial", def: upstream.DefaultBackoff.Initial},
 	{key: "upstream.backoff.max", def: upstream.DefaultBackoff.Max},
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -85,6 +87,24 @@ type upstreamState struct {
 	NACKs      int               `json:"nacks"`
 	LastNACK   string            `json:"last_nack"`
 	Versions   map[string]string `json:"versions"`
+	Restarts   struct {
+		Wildcard     int `json:"wildcard"`
+		Claim        int `json:"claim"`
+		NamesIgnored int `json:"names_ignored"`
+	} `json:"restarts"`
+}
+
+// scrape reads one series of the relay's /metrics; ok is false when it is
+// not there.
+func scrape(t *testing.T, ctx context.Context, r *app.Relay, series string) (v float64, ok bool) {
+	t.Helper()
+	body, _ := get(t, ctx, "http://"+r.AdminAddr()+"/metrics")
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	return v, err == nil
 }
 
 // upstreamStatus reads /debug/upstream and returns the class's stream.

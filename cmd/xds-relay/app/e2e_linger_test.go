@@ -71,12 +71,24 @@ func TestE2EDeltaReconnectToldOfDeletionMeanwhile(t *testing.T) {
 // subscribing exactly names, per /debug/shards.
 func watched(t *testing.T, r *app.Relay, class, typeURL string, names []string) bool {
 	t.Helper()
+	s, ok := debugShard(t, r, class, typeURL, names)
+	return ok && s.Streams > 0
+}
+
+// shardJSON is a shard of /debug/shards.
+type shardJSON struct {
+	Names     []string `json:"names"`
+	Streams   int      `json:"streams"`
+	Lingering bool     `json:"lingering"`
+}
+
+// debugShard returns class's shard of typeURL subscribing exactly names,
+// per /debug/shards; ok is false when there is none.
+func debugShard(t *testing.T, r *app.Relay, class, typeURL string, names []string) (_ shardJSON, ok bool) {
+	t.Helper()
 	var shards map[string][]struct {
-		TypeURL string `json:"type_url"`
-		Shards  []struct {
-			Names   []string `json:"names"`
-			Streams int      `json:"streams"`
-		} `json:"shards"`
+		TypeURL string      `json:"type_url"`
+		Shards  []shardJSON `json:"shards"`
 	}
 	getJSON(t, testContext(t), "http://"+r.AdminAddr()+"/debug/shards", &shards)
 	for _, ts := range shards[class] {
@@ -84,12 +96,12 @@ func watched(t *testing.T, r *app.Relay, class, typeURL string, names []string) 
 			continue
 		}
 		for _, s := range ts.Shards {
-			if slices.Equal(s.Names, names) && s.Streams > 0 {
-				return true
+			if slices.Equal(s.Names, names) {
+				return s, true
 			}
 		}
 	}
-	return false
+	return shardJSON{}, false
 }
 
 // shortLinger makes the shards of ended streams (and idle classes) linger

@@ -174,18 +174,18 @@ func TestStatusPageUpstreamDown(t *testing.T) {
 		if state := row.text[1]; (state != "backoff" && state != "connecting") || !strings.Contains(row.cells[1], `class="badge warn"`) {
 			t.Errorf("upstream %s: state %q (%s), want an amber backoff or connecting badge", class, state, row.cells[1])
 		}
-		if row.text[7] == "" || row.text[7] == "–" {
+		if row.text[8] == "" || row.text[8] == "–" {
 			t.Errorf("upstream %s: no last error: %v", class, row.text)
 		}
 		// The errors table repeats it.
 		var found bool
 		for _, e := range tableRows(t, page, "nacks") {
-			if len(e.text) == 3 && e.text[0] == "upstream "+class && e.text[2] == row.text[7] {
+			if len(e.text) == 3 && e.text[0] == "upstream "+class && e.text[2] == row.text[8] {
 				found = true
 			}
 		}
 		if !found {
-			t.Errorf("errors table lacks %s's error %q", class, row.text[7])
+			t.Errorf("errors table lacks %s's error %q", class, row.text[8])
 		}
 	}
 	if !strings.Contains(page, `id="health"`) || !strings.Contains(page, "upstream down") {
@@ -327,6 +327,9 @@ func checkStatusDOM(t *testing.T, page string, f statusFixture) {
 		}
 		if row.text[1] != "connected" || !strings.Contains(row.cells[1], `class="badge ok"`) {
 			t.Errorf("upstream %s: state %q (%s), want a green connected badge", class, row.text[1], row.cells[1])
+		}
+		if row.text[3] != "0" {
+			t.Errorf("upstream %s: %q restarts, want 0", class, row.text[3])
 		}
 	}
 

@@ -223,6 +223,14 @@ func TestE2EWildcardAfterNamesGetsFullStateWithoutStorm(t *testing.T) {
 			}
 			m.setForms(t, "v2", []string{"A", "B", "C", "D"}, []string{"L1", "L2"})
 			awaitHolds(t, wild, "the wildcard client", map[string][]string{cdsType: {"A", "B", "C", "D"}}, full)
+			// The restart that asked for the wildcard is counted as chosen,
+			// not as a failure, in /debug/upstream and /metrics alike.
+			st := upstreamStatus(t, ctx, r, "class-a")
+			series := `xds_relay_upstream_restarts_total{class="class-a",reason="wildcard"}`
+			if v, ok := scrape(t, ctx, r, series); st.Restarts.Wildcard < 1 || st.Reconnects != 0 || !ok || v != float64(st.Restarts.Wildcard) {
+				t.Errorf("upstream status: %d reconnects, restarts %+v; %s = %v (%v): want wildcard restarts, counted alike, and no reconnect",
+					st.Reconnects, st.Restarts, series, v, ok)
+			}
 			t.Logf("%d requests upstream; CDS forms %v, LDS forms %v", m.Stats().Requests, m.Forms(cdsType), m.Forms(resource.ListenerType))
 		})
 	}

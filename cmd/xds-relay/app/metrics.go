@@ -20,6 +20,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -62,8 +63,10 @@ var (
 // gauges are read when /metrics is scraped.
 type gauges struct {
 	classesAndShards func() (classes, shards int)
-	upstreamUp       func() map[string]bool // class -> connected (nil in file mode)
-	drops            func() []drop.Count    // drops by reason (nil: none counted)
+	upstreamUp       func() map[string]bool          // class -> connected (nil in file mode)
+	drops            func() []drop.Count             // drops by reason (nil: none counted)
+	storeCounts      func() (resources, bytes int64) // the resource store (nil: none)
+	lingers          func() shard.LingerStats        // nil: none counted
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -103,7 +106,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.collapses, "xds_relay_queue_collapses", "", "Slow clients' queues collapsed to the latest state (responses dropped), by variant."},
 		{&t.reconnects, "xds_relay_upstream_reconnects", "", "Upstream stream failures followed by a retry, by class."},
 		{&t.upstreamResps, "xds_relay_upstream_responses", "", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
-		{&t.restarts, "xds_relay_upstream_wildcard_restarts", "", "Upstream streams restarted at once to subscribe to a wildcard after explicit names, by class."},
+		{&t.restarts, "xds_relay_upstream_restarts", "", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
 		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
@@ -124,6 +127,36 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		o.ObserveInt64(shards, int64(s))
 		return nil
 	}, classes, shards)
+	keep(e)
+	storeResources, e := m.Int64ObservableGauge("xds_relay_store_resources", metric.WithDescription("Distinct resources held for all classes (one per content)."))
+	keep(e)
+	storeBytes, e := m.Int64ObservableGauge("xds_relay_store_bytes", metric.WithDescription("Encoded bytes (Any and TTL) of the distinct resources held."), metric.WithUnit("By"))
+	keep(e)
+	_, e = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if g.storeCounts == nil {
+			return nil
+		}
+		n, b := g.storeCounts()
+		o.ObserveInt64(storeResources, n)
+		o.ObserveInt64(storeBytes, b)
+		return nil
+	}, storeResources, storeBytes)
+	lingering, e := m.Int64ObservableGauge("xds_relay_lingering_shards", metric.WithDescription("Shards left by their last stream's end or REST poll, kept for node_classes.linger (included in xds_relay_shards)."))
+	keep(e)
+	lingers, e := m.Int64ObservableCounter("xds_relay_shard_lingers", metric.WithDescription("Shard lingers that ended, by outcome: reused, expired, evicted, dropped."))
+	keep(e)
+	// Both from one count per scrape.
+	_, e = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if g.lingers == nil {
+			return nil
+		}
+		st := g.lingers()
+		o.ObserveInt64(lingering, int64(st.Lingering))
+		for _, oc := range shard.LingerOutcomes {
+			o.ObserveInt64(lingers, st.Ended[oc], t.opt("outcome", oc.String()).obs...)
+		}
+		return nil
+	}, lingering, lingers)
 	keep(e)
 	_, e = m.Int64ObservableGauge("xds_relay_upstream_connected", metric.WithDescription("1 when the class's upstream stream is connected, else 0, by class."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
@@ -296,11 +329,11 @@ func (t *telemetry) Response(class, typeURL string, accepted bool) {
 	}
 	t.upstreamResps.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL), "result", result).add...)
 }
-func (t *telemetry) WildcardRestart(class string) {
-	t.restarts.Add(bg, 1, t.opt("class", class).add...)
+func (t *telemetry) Restarted(class string, reason upstream.RestartReason) {
+	t.restarts.Add(bg, 1, t.opt("class", t.classes.label(class), "reason", reason.String()).add...)
 }
 func (t *telemetry) RepeatedResponse(class, typeURL string) {
-	t.repeats.Add(bg, 1, t.opt("class", class, "type", typeLabel(typeURL)).add...)
+	t.repeats.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
 	t.namesIgnored.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)

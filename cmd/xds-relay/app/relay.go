@@ -17,6 +17,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/store"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
 )
@@ -59,6 +60,7 @@ type Relay struct {
 	adminTok *adminToken        // nil: the admin endpoints are open (admin_token_file unset)
 	tel      *telemetry         // metrics, served on /metrics
 	drops    *drop.Counters     // what the relay did not send, by reason (upstream and downstream)
+	store    *store.Store       // the resources of every class, once per content
 	// tracerProvider traces upstream responses and fan-outs.
 	tracerProvider trace.TracerProvider
 	cancel         context.CancelFunc // stops the file source and cuts a drain short

@@ -20,6 +20,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/store"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
 )
@@ -57,7 +58,7 @@ func Start(cfg Config, log *zap.Logger, opts ...Option) (_ *Relay, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: log, drops: &drop.Counters{}}
+	r := &Relay{cfg: cfg, log: log, drops: &drop.Counters{}, store: store.New()}
 	for _, o := range opts {
 		o(r)
 	}
@@ -99,6 +100,8 @@ func (r *Relay) startTelemetry(st *starting) error {
 	tel, err := newTelemetry(gauges{
 		drops:            r.drops.Snapshot,
 		classesAndShards: func() (int, int) { return r.registry.Counts() },
+		storeCounts:      r.store.Counts,
+		lingers:          func() shard.LingerStats { return r.registry.Lingers() },
 		upstreamUp: func() map[string]bool {
 			if r.upstream == nil {
 				return nil
@@ -151,6 +154,7 @@ func (r *Relay) startSource(st *starting) error {
 			RelayID:      cfg.Upstream.RelayID,
 			Delta:        cfg.Upstream.Protocol == "delta",
 			PassVersions: cfg.Upstream.Versions == "upstream",
+			AskWildcard:  cfg.Upstream.Ask == "wildcard",
 			Metrics:      r.tel,
 			Drops:        r.drops,
 			Tracer:       st.tracer,
@@ -219,6 +223,7 @@ func (r *Relay) buildServers(st *starting) error {
 	r.stop.push(r.registry.Close)
 	r.registry.ObserveFanout(r.tel.Fanout)
 	r.registry.SetClassLimits(classLimits(cfg))
+	r.registry.SetStore(r.store) // identical resources of all classes held once
 	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
 		MaxTypesPerStream: cfg.Limits.MaxTypesPerStream,
 		MaxResourceNames:  cfg.Limits.MaxResourceNames,

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -100,6 +101,8 @@ type statusView struct {
 	ClassesTruncated int
 	Shards           []shardRow
 	ShardsTruncated  int
+	Lingers          []lingerCount // how shard lingers ended, by outcome
+	Lingering        int           // shards lingering now
 
 	NACKs          []nackRow
 	NACKsTruncated int // rows left off
@@ -114,6 +117,7 @@ type upstreamRow struct {
 	State      string
 	Badge      string // "ok", "warn", "bad"
 	Reconnects int
+	Restarts   upstream.RestartCounts
 	Responses  int
 	ACKs       int
 	NACKs      int
@@ -175,6 +179,13 @@ type shardRow struct {
 	Resources    int
 	Bytes        int
 	Streams      int
+	Lingering    bool // kept for node_classes.linger after its last stream or poll ended
+}
+
+// lingerCount is how many shard lingers ended one way.
+type lingerCount struct {
+	Outcome string
+	Count   int64
 }
 
 type nackRow struct {
@@ -262,7 +273,7 @@ func (r *Relay) statusView(now time.Time) statusView {
 			}
 			row := upstreamRow{
 				Class: s.Class, State: s.State, Badge: stateBadge(s.State),
-				Reconnects: s.Reconnects, Responses: s.Responses, ACKs: s.ACKs, NACKs: s.NACKs,
+				Reconnects: s.Reconnects, Restarts: s.Restarts, Responses: s.Responses, ACKs: s.ACKs, NACKs: s.NACKs,
 				LastError: truncate(s.LastError, statusMaxText), LastNACK: truncate(s.LastNACK, statusMaxText),
 			}
 			for _, typeURL := range sortedKeys(s.Versions) {
@@ -319,6 +330,7 @@ func (r *Relay) statusView(now time.Time) statusView {
 				sr := shardRow{
 					Class: c.Name, Type: shortType(ts.TypeURL), TypeURL: ts.TypeURL, Wildcard: s.Wildcard,
 					Version: s.Version, Received: ts.Received, Resources: s.Resources, Bytes: s.Bytes, Streams: s.Streams,
+					Lingering: s.Lingering,
 				}
 				if !s.Wildcard || len(s.Names) > 0 {
 					sr.Subscription, sr.NamesTitle = namesSummary(s.Names)
@@ -327,6 +339,12 @@ func (r *Relay) statusView(now time.Time) statusView {
 			}
 		}
 		v.Classes = append(v.Classes, row)
+	}
+
+	lingers := r.registry.Lingers()
+	v.Lingering = lingers.Lingering
+	for _, o := range shard.LingerOutcomes {
+		v.Lingers = append(v.Lingers, lingerCount{Outcome: o.String(), Count: lingers.Ended[o]})
 	}
 
 	v.Drops = r.dropCounts()

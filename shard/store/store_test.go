@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func res(name, content string) *shard.Resource {
+	b := []byte(name + "=" + content)
+	return &shard.Resource{Name: name, Any: b, Hash: dedup.ResourceHash(b)}
+}
+
+func wantCounts(t *testing.T, s *store.Store, resources, bytes int64) {
+	t.Helper()
+	if n, b := s.Counts(); n != resources || b != bytes {
+		t.Fatalf("store holds %d resources of %d bytes, want %d of %d", n, b, resources, bytes)
+	}
+}
+
+// Acquiring equal content twice holds one resource, found by Lookup, until
+// both references are released.
+func TestAcquireSharesEqualContent(t *testing.T) {
+	s := store.New()
+	a, b := res("x", "1"), res("x", "1")
+	if got := s.Acquire(a); got != a {
+		t.Fatalf("first Acquire = %p, want the resource itself %p", got, a)
+	}
+	if got := s.Acquire(b); got != a {
+		t.Fatalf("Acquire of equal content = %p, want the held %p", got, a)
+	}
+	wantCounts(t, s, 1, int64(len(a.Any)))
+	if got := s.Lookup(b.Hash, b.Name, b.Any, nil, nil, ""); got != a {
+		t.Fatalf("Lookup = %p, want %p", got, a)
+	}
+	s.Release(a)
+	wantCounts(t, s, 1, int64(len(a.Any)))
+	s.Release(a)
+	wantCounts(t, s, 0, 0)
+	if got := s.Lookup(b.Hash, b.Name, b.Any, nil, nil, ""); got != nil {
+		t.Fatalf("Lookup after the last release = %p, want nil", got)
+	}
+	s.Release(a) // not held: nothing happens
+	wantCounts(t, s, 0, 0)
+}
+
+// Content that differs in anything the hash covers is another resource,
+// even under the same name.
+func TestAcquireKeepsDistinctContent(t *testing.T) {
+	base := res("x", "1")
+	variants := map[string]*shard.Resource{
+		"bytes":   res("x", "2"),
+		"ttl":     {Name: "x", Any: base.Any, TTL: []byte{8, 1}, Hash: dedup.ResourceHashFull(base.Any, []byte{8, 1}, nil)},
+		"aliases": {Name: "x", Any: base.Any, Aliases: []string{"y"}, Hash: dedup.ResourceHashFull(base.Any, nil, []string{"y"})},
+		"version": {Name: "x", Any: base.Any, UpstreamVersion: "v2", Hash: dedup.WithVersion(base.Hash, "v2")},
+	}
+	for what, v := range variants {
+		t.Run(what, func(t *testing.T) {
+			s := store.New()
+			s.Acquire(base)
+			if got := s.Acquire(v); got != v {
+				t.Fatalf("Acquire of other %s = %p, want itself %p", what, got, v)
+			}
+			wantCounts(t, s, 2, int64(2*len(base.Any)+len(v.TTL)))
+		})
+	}
+}
+
+// Two contents of one hash (a collision, forced here) are two entries:
+// each is found only by its own bytes, and releasing one keeps the other.
+func TestHashCollisionNeverServesOtherBytes(t *testing.T) {
+	s := store.New()
+	a := &shard.Resource{Name: "x", Any: []byte("x=1"), Hash: 42}
+	b := &shard.Resource{Name: "x", Any: []byte("x=2"), Hash: 42}
+	c := &shard.Resource{Name: "y", Any: []byte("x=1"), Hash: 42} // same bytes, another name
+	for _, r := range []*shard.Resource{a, b, c} {
+		if got := s.Acquire(r); got != r {
+			t.Fatalf("Acquire(%s %q) = %p (%q), want itself", r.Name, r.Any, got, got.Any)
+		}
+	}
+	wantCounts(t, s, 3, 9)
+	for _, r := range []*shard.Resource{a, b, c} {
+		if got := s.Lookup(42, r.Name, r.Any, nil, nil, ""); got != r {
+			t.Fatalf("Lookup(%s %q) = %p, want %p", r.Name, r.Any, got, r)
+		}
+	}
+	s.Release(b) // the middle of the chain
+	if got := s.Lookup(42, "x", b.Any, nil, nil, ""); got != nil {
+		t.Fatalf("released content still found: %q", got.Any)
+	}
+	if got := s.Lookup(42, "x", a.Any, nil, nil, ""); got != a {
+		t.Fatalf("Lookup of the other content = %p, want %p", got, a)
+	}
+	s.Release(c)
+	s.Release(a)
+	wantCounts(t, s, 0, 0)
+}
