@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -11,25 +12,33 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 )
 
-// stallWatcher holds the class lock inside its first ShardChanged until
-// released, so a test can stop whatever needs the class meanwhile.
-type stallWatcher struct {
+// classStall holds a class's lock, once armed, in the class's first
+// interest change of typeURL until released (the class tells its interest
+// hook with its lock held), so a test can stop whatever needs the class
+// meanwhile.
+type classStall struct {
+	typeURL string
+	armed   atomic.Bool
 	once    sync.Once
 	entered chan struct{}
 	release chan struct{}
 }
 
-func newStallWatcher() *stallWatcher {
-	return &stallWatcher{entered: make(chan struct{}), release: make(chan struct{})}
+func newClassStall(typeURL string) *classStall {
+	return &classStall{typeURL: typeURL, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (w *stallWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
-
-func (w *stallWatcher) ShardChanged(*shard.Shard) {
-	w.once.Do(func() {
-		close(w.entered)
-		<-w.release
-	})
+// start is the registry's interest hook.
+func (c *classStall) start(*shard.Class) func(string) {
+	return func(typeURL string) {
+		if typeURL != c.typeURL || !c.armed.Load() {
+			return
+		}
+		c.once.Do(func() {
+			close(c.entered)
+			<-c.release
+		})
+	}
 }
 
 // A name newly subscribed to, which exists, must never be reported removed,
@@ -42,11 +51,13 @@ func (w *stallWatcher) ShardChanged(*shard.Shard) {
 // this is a spurious deletion (on-demand CDS would fail the request that
 // asked).
 //
-// The interleaving is forced, not timed: a watcher holds the class lock, so
-// the request stops in its shard switch (the stream shows it switching),
-// and the test runs the stream's writer right then.
+// The interleaving is forced, not timed: another subscription holds the
+// class lock (in the class's interest hook), so the request stops in its
+// shard switch (the stream shows it switching), and the test runs the
+// stream's writer right then.
 func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
-	srv, class, node := fuzzServer(false, false)
+	stall := newClassStall(RuntimeType)
+	srv, class, node := fuzzServerWith(stall.start, false, false)
 	ep := func(name string, v int) *shard.Resource { return resource(t, EndpointType, name, v) }
 	class.Apply(EndpointType, []*shard.Resource{ep("A", 1), ep("B", 1)}, true)
 	class.Apply(RuntimeType, []*shard.Resource{resource(t, RuntimeType, "R", 1)}, false)
@@ -77,24 +88,26 @@ func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
 	// An update of the stream's shard [A], queued and not written yet.
 	class.Apply(EndpointType, []*shard.Resource{ep("A", 2), ep("B", 1)}, true)
 
-	w := newStallWatcher()
-	rs, err := class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stall.armed.Store(true)
+	w := &fuzzNopWatcher{}
+	var rs *shard.Shard
 	var once sync.Once
-	release := func() { once.Do(func() { close(w.release) }) }
-	applied := make(chan struct{})
+	release := func() { once.Do(func() { close(stall.release) }) }
+	subscribed := make(chan error, 1)
 	go func() {
-		defer close(applied)
-		class.Apply(RuntimeType, []*shard.Resource{resource(t, RuntimeType, "R", 2)}, false)
+		var err error
+		rs, err = class.TrySubscribe(RuntimeType, shard.NewSubscription([]string{"R"}, false), w)
+		subscribed <- err
 	}()
 	defer func() {
 		release()
-		<-applied
+		if err := <-subscribed; err != nil {
+			t.Error(err)
+			return
+		}
 		class.Unsubscribe(rs, w)
 	}()
-	<-w.entered // the class lock is held until release
+	<-stall.entered // the class lock is held until release
 
 	handled := make(chan error, 1)
 	go func() {

@@ -252,11 +252,17 @@ func (f *fuzzSent) take() [][]byte {
 // fuzzServer is a relay server over a fresh registry (no upstream: the
 // fuzzer applies resources itself) and the class the fuzz node maps to.
 func fuzzServer(limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Node) {
+	return fuzzServerWith(nil, limitTypes, limitNames)
+}
+
+// fuzzServerWith is fuzzServer with the registry's class start hook (see
+// shard.NewRegistryWith).
+func fuzzServerWith(start func(*shard.Class) func(string), limitTypes, limitNames bool) (*Server, *shard.Class, *corev3.Node) {
 	classifier, err := shard.NewClassifier(nil)
 	if err != nil {
 		panic(err)
 	}
-	registry := shard.NewRegistryWith(classifier, nil, shard.Lifecycle{})
+	registry := shard.NewRegistryWith(classifier, start, shard.Lifecycle{})
 	opts := Options{}
 	if limitTypes {
 		opts.MaxTypesPerStream = 1

@@ -273,7 +273,7 @@ type restWatcher struct{ sig dedup.Signal }
 var _ shard.Watcher = (*restWatcher)(nil)
 
 // ShardChanged implements shard.Watcher.
-func (w *restWatcher) ShardChanged(*shard.Shard) { w.sig.Notify() }
+func (w *restWatcher) ShardChanged(*shard.Shard, *shard.Response) { w.sig.Notify() }
 
 // ShardHeartbeat implements shard.Watcher.
 func (w *restWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) { w.sig.Notify() }

@@ -284,7 +284,7 @@ func (z *sotwFuzz) checkSync() {
 // fuzzNopWatcher watches a shard briefly, to read its content.
 type fuzzNopWatcher struct{ _ byte }
 
-func (*fuzzNopWatcher) ShardChanged(*shard.Shard)                     {}
+func (*fuzzNopWatcher) ShardChanged(*shard.Shard, *shard.Response)    {}
 func (*fuzzNopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 
 func sotwSeeds() [][]byte {

@@ -27,7 +27,8 @@ import (
 // whole life (run); a writer goroutine runs only while responses are queued
 // (kickLocked), so an idle stream costs the relay one goroutine of its own
 // (docs/benchmarks.md, "Memory per stream"). The class's goroutines call
-// ShardChanged and ShardHeartbeat with the class lock held.
+// ShardChanged and ShardHeartbeat after releasing the class lock, one
+// update at a time (shard.Watcher).
 
 // perType is a stream's per-type state (*sotwTypeSub, *deltaTypeSub), as
 // the core sees it: its common part.
@@ -124,11 +125,12 @@ type stream[S perType, Req any] struct {
 	batch []outgoing // the reusable list of stamped messages (writeQueued)
 
 	// mu guards everything below. Never hold a stream's mu while calling
-	// into a class (Subscribe, TrySubscribe, Unsubscribe): the class calls
-	// ShardChanged, which takes mu, with its own lock held, so the order
-	// is class lock → stream mu, never the reverse (docs/architecture.md,
-	// "Locks"). unlockAndSwitch is the one place a request calls into the
-	// class between two holds of mu.
+	// into a class (Subscribe, TrySubscribe, Unsubscribe, Apply): the
+	// class's updates call ShardChanged, which takes mu, before Apply
+	// returns, and each waits for the telling of the one before it, so a
+	// class call made with mu held could wait for itself
+	// (docs/architecture.md, "Locks"). unlockAndSwitch is the one place a
+	// request calls into the class between two holds of mu.
 	mu sync.Mutex
 	// Written once by the reader (first request) under mu; the reader reads
 	// them without mu, status readers with it. Of the node only its id is
@@ -295,34 +297,44 @@ func (s *stream[S, Req]) pushLocked(t S, sh *shard.Shard, resp *shard.Response, 
 }
 
 // ShardChanged implements shard.Watcher: it queues the shard's new response
-// for the type subscribed to it. It is called right after the response is
-// stored, under the class lock, so Current is exactly this update's
-// response.
-func (s *stream[S, Req]) ShardChanged(sh *shard.Shard) {
+// resp for the type subscribed to it. The class tells it after releasing
+// its lock, so resp may be older than the shard's Current by now: then a
+// later update's telling follows (or the stream queued Current when it
+// installed the shard), and resp is dropped, so that the stream never
+// queues a shard's responses out of order.
+func (s *stream[S, Req]) ShardChanged(sh *shard.Shard, resp *shard.Response) {
 	s.mu.Lock()
 	t, ok := s.types[sh.TypeURL]
-	if !ok || t.common().shard != sh {
-		// A shard the stream is leaving: nothing to write. (The shard a
+	switch {
+	case !ok || t.common().shard != sh:
+		// A shard the stream is leaving (or left: told of an update
+		// collected before it did): nothing to write. (The shard a
 		// switch is joining is not installed yet; its current response
 		// is queued when it is, so nothing of it is dropped.)
 		if !ok || t != s.switching {
 			s.srv.drops.Add(drop.Unsubscribed)
 		}
+	case resp != sh.Current():
+		s.srv.drops.Add(drop.Superseded)
+	default:
+		s.pushLocked(t, sh, resp, true)
 		s.mu.Unlock()
-		sh.Current().FanoutStep()
 		return
 	}
-	s.pushLocked(t, sh, sh.Current(), true)
 	s.mu.Unlock()
+	resp.FanoutStep()
 }
 
 // ShardHeartbeat implements shard.Watcher: it queues a TTL heartbeat for
-// the type subscribed to sh.
+// the type subscribed to sh, unless the shard has a newer response since
+// (which carries the TTLs itself).
 func (s *stream[S, Req]) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.types[sh.TypeURL]
 	switch {
+	case ok && t.common().shard == sh && hb.Response != sh.Current():
+		s.srv.drops.Add(drop.Superseded)
 	case ok && t.common().shard == sh:
 		if s.queue.pushHeartbeat(t, sh, hb) {
 			s.collapsedLocked()

@@ -17,11 +17,13 @@ import (
 // Class is one node class: the resources its upstream sent, per type URL, and
 // the shards its downstream streams subscribe to.
 //
-// Lock order: Registry.mu, then Class.mu, then whatever a Watcher locks in
-// ShardChanged and ShardHeartbeat (a stream's lock), which the class calls
-// with mu held. So callers must not hold a stream's lock (or any lock a
-// Watcher takes) while calling into a class: subscribe, unsubscribe, apply
-// and read it with no stream lock held, or the order inverts and deadlocks.
+// Lock order: Registry.mu, then Class.mu. The class tells its watchers
+// (ShardChanged, ShardHeartbeat) after releasing mu, one update after the
+// other (see tell.go); an update waits for the previous one's telling with
+// no lock held. Callers still must not hold a stream's lock (or any lock a
+// Watcher takes) while calling into a class: Apply and ApplyUpdate tell
+// before they return, and a Watcher takes its stream's lock, so subscribe,
+// unsubscribe, apply and read it with no stream lock held.
 type Class struct {
 	// Read-only after creation (the registry sets onInterest, onFanout and
 	// limits before it publishes the class).
@@ -57,6 +59,9 @@ type Class struct {
 	// lingering: the shards left by ended streams, until their linger
 	// passes (see linger.go).
 	lingering shardLinger
+	// toldTail is closed once the last tells collected is told (nil before
+	// the first): the next one waits for it (see tell.go).
+	toldTail chan struct{}
 	// freed: the class was dropped and its resources released; an update
 	// still arriving is not installed.
 	freed bool
@@ -122,6 +127,7 @@ func (c *Class) subscribe(typeURL string, sub Subscription, w Watcher, limited b
 	}
 	c.lingering.take(s, LingerReused) // a lingering shard is in use again
 	s.watchers[w] = struct{}{}
+	s.told = nil
 	return s, nil
 }
 
@@ -132,6 +138,7 @@ func (c *Class) Unsubscribe(s *Shard, w Watcher) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(s.watchers, w)
+	s.told = nil
 	if len(s.watchers) > 0 || s.lingering != nil || c.idle {
 		return // an idle class keeps its shards until its linger ends
 	}
@@ -247,7 +254,8 @@ type HeartbeatEntry struct {
 // Apply installs an upstream update of typeURL. With replace, the update is
 // the complete state (resources absent from it are deleted); otherwise it is
 // merged. Shards whose content changed get a new encoded response and their
-// watchers are told, in shard then watcher order, before Apply returns.
+// watchers are told, in shard then watcher order, before Apply returns
+// (after the class's earlier updates were told, and with no lock held).
 func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
 	kind := UpdateMerge
 	if replace {
@@ -257,11 +265,21 @@ func (c *Class) Apply(typeURL string, update []*Resource, replace bool) {
 }
 
 // ApplyUpdate installs u into typeURL's table, rebuilds the shards it
-// affects and tells their watchers, then forwards its heartbeats.
+// affects and tells their watchers, then forwards its heartbeats. The
+// watchers are told after the class lock is released (see tell.go).
 func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	start := time.Now()
+	var ts tells
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.applyLocked(typeURL, u, start, &ts)
+	c.takeTurnLocked(&ts)
+	c.mu.Unlock()
+	ts.tellOutside()
+}
+
+// applyLocked is ApplyUpdate under mu: what the watchers are owed goes to
+// ts.
+func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells) {
 	switch t := c.tables[typeURL]; {
 	case c.freed:
 		return // dropped: nothing may hold a resource any more
@@ -325,13 +343,14 @@ func (c *Class) ApplyUpdate(typeURL string, u Update) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	c.rebuildAndNotify(ctx, t, shards, start)
-	c.heartbeat(t, beats)
+	c.rebuildLocked(ctx, t, shards, start, ts)
+	c.heartbeatLocked(t, beats, ts)
 }
 
-// heartbeat tells the watchers of each shard holding some of the refreshed
-// resources, at the shard's current version. Called with mu held.
-func (c *Class) heartbeat(t *table, hbs []HeartbeatEntry) {
+// heartbeatLocked collects, for the watchers of each shard holding some of
+// the refreshed resources, a heartbeat at the shard's current version
+// (mu held).
+func (c *Class) heartbeatLocked(t *table, hbs []HeartbeatEntry, ts *tells) {
 	if len(hbs) == 0 {
 		return
 	}
@@ -356,43 +375,41 @@ func (c *Class) heartbeat(t *table, hbs []HeartbeatEntry) {
 		if len(h.Resources) == 0 {
 			continue
 		}
-		for w := range s.watchers {
-			w.ShardHeartbeat(s, h)
-		}
+		ts.add(s, nil, h)
 	}
 }
 
-// rebuildAndNotify rebuilds shards and tells the watchers of those whose
-// response changed. Called with mu held.
-func (c *Class) rebuildAndNotify(ctx context.Context, t *table, shards map[*Shard]struct{}, start time.Time) {
+// rebuildLocked rebuilds shards and collects, for the watchers of those
+// whose response changed, the new response (mu held).
+func (c *Class) rebuildLocked(ctx context.Context, t *table, shards map[*Shard]struct{}, start time.Time, ts *tells) {
 	for s := range shards {
 		if t.rebuild(s) {
+			cur := s.current.Load()
 			if c.onFanout != nil && len(s.watchers) > 0 {
 				f := &fanout{ctx: ctx, start: start, done: c.onFanout}
 				f.pending.Store(int64(len(s.watchers)))
-				s.current.Load().fanout.Store(f)
+				cur.fanout.Store(f)
 			}
-			for w := range s.watchers {
-				w.ShardChanged(s)
-			}
+			ts.add(s, cur, nil)
 		}
 	}
 }
 
 // expirePending serves shards whose pending names' grace has passed.
 func (c *Class) expirePending(typeURL string) {
+	var ts tells
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.tables[typeURL]
-	if t == nil {
-		return
+	if t := c.tables[typeURL]; t != nil {
+		if names := t.pending.expire(time.Now()); len(names) > 0 {
+			// An upstream silent for the whole grace has answered
+			// "nothing": also when it never answered this type at all.
+			t.up.silentThroughGrace(t.fullState)
+			c.rebuildLocked(context.Background(), t, t.affected(names), time.Now(), &ts)
+		}
 	}
-	if names := t.pending.expire(time.Now()); len(names) > 0 {
-		// An upstream silent for the whole grace has answered "nothing":
-		// also when it never answered this type at all.
-		t.up.silentThroughGrace(t.fullState)
-		c.rebuildAndNotify(context.Background(), t, t.affected(names), time.Now())
-	}
+	c.takeTurnLocked(&ts)
+	c.mu.Unlock()
+	ts.tellOutside()
 }
 
 func (c *Class) shardCount() int {

@@ -17,7 +17,7 @@ import (
 // otherwise keep the deleted resource (issue 11).
 //
 // A lingering shard has no watchers: nothing calls into the stream that
-// left it. It gives way to live subscriptions that the class's Limits would
+// left it, but for a telling collected before it left (see tell.go). It gives way to live subscriptions that the class's Limits would
 // otherwise refuse (admitEvicting), oldest first.
 
 // MaxLingeringShards bounds the shards lingering in one class: one more
@@ -123,6 +123,7 @@ func (c *Class) Leave(s *Shard, w Watcher) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(s.watchers, w)
+	s.told = nil
 	if len(s.watchers) > 0 || s.lingering != nil {
 		return
 	}

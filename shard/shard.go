@@ -290,12 +290,26 @@ func EncodeDelta(typeURL, systemVersion string, changed []*Resource, removed []s
 }
 
 // Watcher is told when a shard it subscribed to has a new response, and of
-// TTL heartbeats for it. It is called with the class lock held, in the order
-// the class's updates happened, and must not block or call back into the
-// class.
+// TTL heartbeats for it. It is called with no class lock held, after the
+// update that built the response released it, in the order the class's
+// updates happened (one update's telling at a time, see tell.go); it must
+// not block or call back into the class (the class's next update waits
+// for it).
+//
+// Told outside the lock, a watcher must cope with two things:
+//   - resp (or hb.Response) may no longer be s.Current(): a later update
+//     rebuilt the shard meanwhile, and its telling follows. A watcher that
+//     also reads Current itself (a new subscriber installing the shard)
+//     must drop such a resp, or it would go back to an older response
+//     after the newer one. Current only moves forward, so a watcher that
+//     keeps resp only while it is Current sees a shard's responses in
+//     order.
+//   - it may be told after Unsubscribe or Leave returned, of a change
+//     collected while it still watched s (those do not wait for a telling
+//     in progress); it must ignore what is told of a shard it left.
 type Watcher interface {
-	ShardChanged(*Shard)
-	ShardHeartbeat(*Shard, *Heartbeat)
+	ShardChanged(s *Shard, resp *Response)
+	ShardHeartbeat(s *Shard, hb *Heartbeat)
 }
 
 // Shard is the state shared by all subscriptions of one (class, type URL,
@@ -313,6 +327,9 @@ type Shard struct {
 
 	// Guarded by Class.mu.
 	watchers map[Watcher]struct{}
+	// told is watchers as a slice, shared read-only by the tellings
+	// collected since they last changed; nil when they changed since.
+	told []Watcher
 	// lingering is the shard's place in its class's linger queue while no
 	// stream watches it since its last stream ended (see Class.Leave); nil
 	// otherwise.

@@ -27,7 +27,7 @@ type recorder struct {
 	beats []*Heartbeat
 }
 
-func (r *recorder) ShardChanged(s *Shard) { r.got = append(r.got, s) }
+func (r *recorder) ShardChanged(s *Shard, _ *Response) { r.got = append(r.got, s) }
 
 func (r *recorder) ShardHeartbeat(s *Shard, h *Heartbeat) { r.beats = append(r.beats, h) }
 

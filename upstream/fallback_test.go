@@ -24,9 +24,9 @@ type servedLog struct {
 
 func newServedLog() *servedLog { return &servedLog{changed: make(chan struct{}, 1)} }
 
-func (l *servedLog) ShardChanged(s *shard.Shard) {
+func (l *servedLog) ShardChanged(_ *shard.Shard, resp *shard.Response) {
 	l.mu.Lock()
-	l.served = append(l.served, slices.Clone(s.Current().Names))
+	l.served = append(l.served, slices.Clone(resp.Names))
 	l.mu.Unlock()
 	select {
 	case l.changed <- struct{}{}:

@@ -35,7 +35,7 @@ func respondClusters(t *testing.T, ss *scriptedStream, version, nonce string, na
 
 type nopWatcher struct{}
 
-func (nopWatcher) ShardChanged(*shard.Shard) {}
+func (nopWatcher) ShardChanged(*shard.Shard, *shard.Response) {}
 
 func (nopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 

@@ -28,7 +28,7 @@ type recWatcher struct {
 	changes int
 }
 
-func (w *recWatcher) ShardChanged(*shard.Shard) {
+func (w *recWatcher) ShardChanged(*shard.Shard, *shard.Response) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.changes++

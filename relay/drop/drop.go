@@ -11,7 +11,9 @@ type Reason uint8
 const (
 	_ Reason = iota
 	// Superseded: a queued response was replaced by a newer one of the
-	// same type before the client's writer got to it.
+	// same type before the client's writer got to it, or a response (or
+	// heartbeat) told to the stream was older than its shard's current
+	// one by then (its class tells outside its lock).
 	Superseded
 	// Collapsed: a slow client's queue overflowed and was reduced to the
 	// latest state per type.

@@ -16,7 +16,7 @@ import (
 // nopWatcher is told of changes and heartbeats, and ignores them.
 type nopWatcher struct{}
 
-func (nopWatcher) ShardChanged(*shard.Shard)                     {}
+func (nopWatcher) ShardChanged(*shard.Shard, *shard.Response)    {}
 func (nopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 
 // registry returns a registry whose classes hold their resources in s,

@@ -197,7 +197,7 @@ func TestWatch(t *testing.T) {
 // nopWatcher is a shard watcher that polls instead of listening.
 type nopWatcher struct{}
 
-func (*nopWatcher) ShardChanged(*shard.Shard) {}
+func (*nopWatcher) ShardChanged(*shard.Shard, *shard.Response) {}
 
 func (*nopWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 
