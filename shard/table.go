@@ -194,6 +194,10 @@ func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
 // of the resources it dropped.
 func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) (deadline time.Time, dropped []string) {
 	prevRequested := t.up.requested
+	// A wildcard re-asked and dropped before its answer came: the names
+	// it covered were not pending (asking the wildcard cleared them), and
+	// no answer of it will serve the named shards that lack them.
+	wildcardUnanswered := t.up.wildcardAwaited() && !sub.Wildcard
 	t.up.ask(sub, incremental)
 	if sub.Wildcard {
 		// A wildcard answer is complete: nothing is pending by name.
@@ -202,11 +206,12 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 		return time.Time{}, nil
 	}
 	if t.namesAwaitAnswer() {
-		// Names asked for by this request, not held and not asked before:
-		// the very first request of a type, too, whose names nobody could
-		// mark pending when they were subscribed.
+		// Names asked for by this request, not held and not asked before
+		// (or only under the unanswered wildcard): the very first request
+		// of a type, too, whose names nobody could mark pending when they
+		// were subscribed.
 		for _, n := range sub.Names {
-			if _, held := t.resource(n); !held && !prevRequested.Has(n) {
+			if _, held := t.resource(n); !held && (wildcardUnanswered || !prevRequested.Has(n)) {
 				if _, ok := t.pending[n]; !ok {
 					t.pending.want(n)
 				}
