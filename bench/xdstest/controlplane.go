@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,11 +145,13 @@ func StartControlPlane(opts CPOptions) (*ControlPlane, error) {
 	default:
 		return nil, fmt.Errorf("xdstest: unknown cache %q (want %s, %s or %s)", opts.Cache, Snapshot, SnapshotADS, Linear)
 	}
-	addr := opts.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
+	var lis net.Listener
+	var err error
+	if opts.Addr == "" {
+		lis, err = listenOutsideEphemeral()
+	} else {
+		lis, err = listenRetry(opts.Addr, 5*time.Second)
 	}
-	lis, err := listenRetry(addr, 5*time.Second)
 	if err != nil {
 		cp.stopHeartbeat()
 		return nil, err
@@ -431,6 +436,33 @@ func listenRetry(addr string, timeout time.Duration) (net.Listener, error) {
 		}
 		time.Sleep(10 * time.Millisecond) // retry pace while the port is released
 	}
+}
+
+// listenOutsideEphemeral listens on a loopback port below the kernel's
+// ephemeral range, so that Up can take it again after Down: a port from the
+// range may meanwhile become the local port of some outgoing connection
+// (a relay's, a client's), and stay taken as long as it lives. It falls back
+// to any free port when the range cannot be read or nothing below it is free.
+func listenOutsideEphemeral() (net.Listener, error) {
+	const first = 10000 // well above the ports services commonly use
+	low := 32768        // Linux's default start of the ephemeral range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	for range 50 { // bounded: each try is one bind
+		if low <= first {
+			break
+		}
+		port := first + rand.IntN(low-first)
+		if lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			return lis, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
 }
 
 // Restart is Down then Up: every stream ends and clients reconnect to the
