@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,44 @@ func TestValidatorUsesHeldResources(t *testing.T) {
 	held.Acquire(&shard.Resource{Name: "\xff\xfe", Any: bad, Hash: dedup.ResourceHashFull(bad, nil, nil)})
 	if _, err := v.resources(clusterType, []candidate{{raw: bad}}); err != nil {
 		t.Fatalf("held resource decoded again: %v", err)
+	}
+}
+
+// A held resource is found by its name too: the store's entry for the same
+// bytes under another name is not handed out for them.
+func TestValidatorHeldNameMustMatch(t *testing.T) {
+	held := store.New()
+	raw := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
+	impostor := &shard.Resource{Name: "b", Any: raw, Hash: dedup.ResourceHashFull(raw, nil, nil)}
+	held.Acquire(impostor)
+	out, err := (&validator{store: held}).resources(clusterType, []candidate{{raw: raw}})
+	if err != nil || out[0] == impostor || out[0].Name != "a" {
+		t.Fatalf("got %+v, %v; want a resource of its own named a", out[0], err)
+	}
+}
+
+// Validating a response whose resources are all held allocates nothing per
+// resource: not their names, type URLs or copies.
+func TestValidatorHeldAllocations(t *testing.T) {
+	held := store.New()
+	v := &validator{store: held}
+	cands := make([]candidate, 100)
+	for i := range cands {
+		cands[i] = candidate{raw: xdstest.AnyBytes(edsClusterNamed(fmt.Sprintf("c%d", i), "eds"))}
+	}
+	first, err := v.resources(clusterType, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range first {
+		held.Acquire(r)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if out, err := v.resources(clusterType, cands); err != nil || out[0] != first[0] {
+			t.Fatalf("got %p, %v; want the held %p", out[0], err, first[0])
+		}
+	})
+	if allocs > 4 {
+		t.Fatalf("validating 100 held resources allocates %v times, want at most 4 (the response's slice and name set)", allocs)
 	}
 }

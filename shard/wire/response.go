@@ -55,16 +55,23 @@ func ParseResponse(b []byte) (*RawResponse, error) {
 
 // ParseAny returns the type URL and value of an encoded google.protobuf.Any.
 func ParseAny(b []byte) (typeURL string, value []byte, err error) {
+	t, value, err := AnyFields(b)
+	return string(t), value, err
+}
+
+// AnyFields is ParseAny without a copy: the type URL aliases b, so a
+// caller comparing it (string(typeURL) == want) allocates nothing.
+func AnyFields(b []byte) (typeURL, value []byte, err error) {
 	err = forEachBytesField(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case anyTypeURL:
-			typeURL = string(v)
+			typeURL = v
 		case anyValue:
 			value = v
 		}
 	})
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	return typeURL, value, nil
 }
@@ -100,17 +107,23 @@ var ErrNoName = errors.New("resource has no name (field 1)")
 // ...). The whole message is walked, so truncated or malformed wire data is
 // reported instead of accepted.
 func ResourceName(value []byte) (string, error) {
-	var name string
+	name, err := ResourceNameBytes(value)
+	return string(name), err
+}
+
+// ResourceNameBytes is ResourceName without a copy: the name aliases value.
+func ResourceNameBytes(value []byte) ([]byte, error) {
+	var name []byte
 	err := forEachBytesField(value, func(num protowire.Number, v []byte) {
 		if num == 1 {
-			name = string(v)
+			name = v
 		}
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if name == "" {
-		return "", ErrNoName
+	if len(name) == 0 {
+		return nil, ErrNoName
 	}
 	return name, nil
 }

@@ -1,0 +1,124 @@
+package upstream
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xds-relay/xds-relay/bench"
+	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/store"
+	"github.com/xds-relay/xds-relay/shard/wire"
+)
+
+// cdsResponse is the encoded CDS response of the bench's workload: clusters
+// clusters, cluster 0 changed when changed is set, in an order of seed's
+// (go-control-plane's snapshot cache lists a response's resources in map
+// order).
+func cdsResponse(tb testing.TB, clusters int, version string, changed bool, seed uint64) []byte {
+	tb.Helper()
+	w := bench.Workload{Clusters: clusters, Overlap: 1}
+	resp := &discoveryv3.DiscoveryResponse{VersionInfo: version, TypeUrl: clusterType, Nonce: version}
+	for _, i := range rand.New(rand.NewPCG(seed, 0)).Perm(clusters) {
+		a, err := anypb.New(w.Cluster(0, i, changed && i == 0))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		resp.Resources = append(resp.Resources, a)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(resp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// classUpdate is a class's share of an update the relay's store already
+// holds (another class received it first): the received CDS response parsed,
+// validated against the store and applied to the class, whose one wildcard
+// shard is rebuilt (its body is built on first use, so not here).
+type classUpdate struct {
+	class *shard.Class
+	valid *validator
+	resps [2][]byte
+	gen   int
+}
+
+func newClassUpdate(tb testing.TB, clusters int) *classUpdate {
+	tb.Helper()
+	cl, err := shard.NewClassifier(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg := shard.NewRegistryWith(cl, nil, shard.Lifecycle{})
+	reg.SetStore(store.New())
+	tb.Cleanup(reg.Close)
+	acquire := func(name string) *shard.Class {
+		c, err := reg.Acquire(&corev3.Node{Id: "n-" + name, Cluster: name})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return c
+	}
+	u := &classUpdate{resps: [2][]byte{cdsResponse(tb, clusters, "v1", false, 1), cdsResponse(tb, clusters, "v2", true, 2)}}
+	// Two other classes hold the two states, as the other classes of a
+	// fleet do.
+	for i, name := range []string{"holder-1", "holder-2"} {
+		c := acquire(name)
+		watchAll(tb, c)
+		apply(tb, &validator{store: c.Store()}, c, u.resps[i])
+	}
+	u.class = acquire("measured")
+	watchAll(tb, u.class)
+	u.valid = &validator{store: u.class.Store()}
+	u.step(tb)
+	return u
+}
+
+// watchAll subscribes a watcher to every cluster of c, as asked upstream.
+func watchAll(tb testing.TB, c *shard.Class) {
+	tb.Helper()
+	wild := shard.Subscription{Wildcard: true}
+	subscribe(tb, c, clusterType, wild, nopWatcher{})
+	c.Requested(clusterType, wild, false)
+}
+
+// apply does what sotwSession.handle does with a response, short of the
+// network: parse, validate, apply.
+func apply(tb testing.TB, v *validator, c *shard.Class, b []byte) {
+	resp, err := wire.ParseResponse(b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cands, beats, err := unwrapSotW(resp.Resources)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resources, err := v.resources(resp.TypeURL, cands)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.ApplyUpdate(resp.TypeURL, shard.Update{Kind: shard.UpdateFull, Resources: resources, Heartbeats: beats, Asked: true})
+}
+
+// step applies the other of the two states.
+func (u *classUpdate) step(tb testing.TB) {
+	u.gen++
+	apply(tb, u.valid, u.class, u.resps[u.gen%2])
+}
+
+// BenchmarkClassUpdate is the relay's CPU for one class of a many-class
+// update (issue 14), beyond receiving the message and writing to clients:
+// a 1,000-cluster CDS response whose resources the store holds, one
+// cluster changed from the class's state.
+func BenchmarkClassUpdate(b *testing.B) {
+	u := newClassUpdate(b, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		u.step(b)
+	}
+}
