@@ -3,6 +3,7 @@ package shard
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -260,9 +261,15 @@ func (t *table) lookup(key Key, sub Subscription) *Shard {
 // apply merges an upstream update into the table and returns the names whose
 // content changed. With replace, resources absent from update are deleted.
 func (t *table) apply(update []*Resource, replace bool) (changed []string) {
-	seen := make(map[string]struct{}, len(update))
+	var seen map[string]struct{}
+	if replace {
+		seen = getNameSet()
+		defer putNameSet(seen)
+	}
 	for _, r := range update {
-		seen[r.Name] = struct{}{}
+		if replace {
+			seen[r.Name] = struct{}{}
+		}
 		old, ok := t.resources[r.Name]
 		if ok && old.sameAs(r) {
 			continue
@@ -291,6 +298,22 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 		}
 	}
 	return changed
+}
+
+// nameSets pools the name sets apply finds a full state's deletions with:
+// every class's update of a full-state type needs one as large as the state.
+var nameSets = sync.Pool{New: func() any { return map[string]struct{}{} }}
+
+func getNameSet() map[string]struct{} { return nameSets.Get().(map[string]struct{}) }
+
+// putNameSet pools an emptied set; one that held more than 16 × compactMin names is left to
+// the collector rather than kept that large.
+func putNameSet(m map[string]struct{}) {
+	if len(m) > 16*compactMin {
+		return
+	}
+	clear(m)
+	nameSets.Put(m)
 }
 
 // drop deletes a resource; it returns the names shards may know it by.

@@ -90,19 +90,16 @@ func watchAll(tb testing.TB, c *shard.Class) {
 // apply does what sotwSession.handle does with a response, short of the
 // network: parse, validate, apply.
 func apply(tb testing.TB, v *validator, c *shard.Class, b []byte) {
-	resp, err := wire.ParseResponse(b)
+	sc := getSotwScratch()
+	defer sc.release()
+	if err := wire.ParseResponseInto(b, &sc.resp); err != nil {
+		tb.Fatal(err)
+	}
+	beats, err := sc.validate(v)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cands, beats, err := unwrapSotW(resp.Resources)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resources, err := v.resources(resp.TypeURL, cands)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c.ApplyUpdate(resp.TypeURL, shard.Update{Kind: shard.UpdateFull, Resources: resources, Heartbeats: beats, Asked: true})
+	c.ApplyUpdate(sc.resp.TypeURL, shard.Update{Kind: shard.UpdateFull, Resources: sc.out, Heartbeats: beats, Asked: true})
 }
 
 // step applies the other of the two states.

@@ -56,7 +56,11 @@ type candidate struct {
 // heartbeats: a resource wrapped in envoy.service.discovery.v3.Resource (for
 // its TTL) is unwrapped; a wrapper without a resource is a heartbeat.
 func unwrapSotW(raws [][]byte) ([]candidate, []shard.HeartbeatEntry, error) {
-	cands := make([]candidate, 0, len(raws))
+	return unwrapSotWInto(raws, make([]candidate, 0, len(raws)))
+}
+
+// unwrapSotWInto is unwrapSotW appending the candidates to cands.
+func unwrapSotWInto(raws [][]byte, cands []candidate) ([]candidate, []shard.HeartbeatEntry, error) {
 	var beats []shard.HeartbeatEntry
 	for i, raw := range raws {
 		anyType, value, err := wire.AnyFields(raw)
@@ -87,9 +91,13 @@ func unwrapSotW(raws [][]byte) ([]candidate, []shard.HeartbeatEntry, error) {
 // known to the relay, with a non-empty name (matching its wrapper's, if
 // any) unique within the response.
 func (v *validator) resources(typeURL string, cands []candidate) ([]*shard.Resource, error) {
+	return v.resourcesInto(typeURL, cands, make([]*shard.Resource, 0, len(cands)), make(map[string]struct{}, len(cands)))
+}
+
+// resourcesInto is resources appending to out, with seen (empty) for the
+// names met.
+func (v *validator) resourcesInto(typeURL string, cands []candidate, out []*shard.Resource, seen map[string]struct{}) ([]*shard.Resource, error) {
 	msgType := messageType(typeURL)
-	seen := make(map[string]struct{}, len(cands))
-	out := make([]*shard.Resource, 0, len(cands))
 	for i, c := range cands {
 		r, err := v.resource(typeURL, msgType, i, c)
 		if err != nil {

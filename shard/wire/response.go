@@ -35,6 +35,17 @@ type RawResponse struct {
 // and raw resources. Unknown fields (canary, control_plane) are skipped.
 func ParseResponse(b []byte) (*RawResponse, error) {
 	r := &RawResponse{}
+	if err := ParseResponseInto(b, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ParseResponseInto is ParseResponse into r, whose Resources slice it
+// reuses (from its start): a caller parsing response after response need
+// not grow one each time.
+func ParseResponseInto(b []byte, r *RawResponse) error {
+	*r = RawResponse{Resources: r.Resources[:0]}
 	err := forEachBytesField(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case respVersionInfo:
@@ -48,9 +59,9 @@ func ParseResponse(b []byte) (*RawResponse, error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("discovery response: %w", err)
+		return fmt.Errorf("discovery response: %w", err)
 	}
-	return r, nil
+	return nil
 }
 
 // ParseAny returns the type URL and value of an encoded google.protobuf.Any.
