@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 
@@ -117,5 +118,49 @@ func BenchmarkClassUpdate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		u.step(b)
+	}
+}
+
+// The received message's buffer is reused once its response is handled
+// (wire.Pooled): nothing the class keeps may alias it. A class applies a
+// response, the buffer is overwritten, and what the class holds is still
+// the response's content.
+func TestHandledResponseOwnsNothingOfItsBuffer(t *testing.T) {
+	cl, err := shard.NewClassifier(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := shard.NewRegistryWith(cl, nil, shard.Lifecycle{})
+	reg.SetStore(store.New())
+	t.Cleanup(reg.Close)
+	c, err := reg.Acquire(&corev3.Node{Id: "n", Cluster: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchAll(t, c)
+	b := cdsResponse(t, 20, "v1", false, 1)
+	resp, err := wire.ParseResponse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	for _, raw := range resp.Resources {
+		_, value, _ := wire.ParseAny(raw)
+		name, _ := wire.ResourceName(value)
+		want[name] = bytes.Clone(raw)
+	}
+	apply(t, &validator{store: c.Store()}, c, b)
+	for i := range b {
+		b[i] = 0xa5
+	}
+	sh := subscribe(t, c, clusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	got := sh.Current()
+	if got == nil || len(got.Resources) != len(want) {
+		t.Fatalf("shard holds %v, want %d resources", got, len(want))
+	}
+	for _, r := range got.Resources {
+		if !bytes.Equal(r.Any, want[r.Name]) {
+			t.Fatalf("resource %q = %x after the buffer was reused, want %x", r.Name, r.Any, want[r.Name])
+		}
 	}
 }
