@@ -28,18 +28,28 @@ var sotwScratches = sync.Pool{New: func() any { return &sotwScratch{seen: map[st
 func getSotwScratch() *sotwScratch { return sotwScratches.Get().(*sotwScratch) }
 
 // validate checks the resources of sc.resp (see unwrapSotW and
-// validator.resources) into sc.out and returns the response's heartbeats.
+// validator.resources; validator.sotwFast first) into sc.out and returns
+// the response's heartbeats.
 func (sc *sotwScratch) validate(v *validator) ([]shard.HeartbeatEntry, error) {
+	out, ok := v.sotwFast(sc.resp.TypeURL, sc.resp.Resources, sc.out[:0])
+	if ok {
+		sc.out = out
+		return nil, nil
+	}
+	clear(out) // what the fast path found is validated again
 	cands, beats, err := unwrapSotWInto(sc.resp.Resources, sc.cands)
 	if err != nil {
 		return nil, err
 	}
 	sc.cands = cands
-	out, err := v.resourcesInto(sc.resp.TypeURL, cands, sc.out, sc.seen)
+	out, err = v.resourcesInto(sc.resp.TypeURL, cands, out[:0], sc.seen)
 	if err != nil {
 		return nil, err
 	}
 	sc.out = out
+	if len(out) > 0 || len(beats) == 0 { // not heartbeats only: the type's state
+		v.remember(sc.resp.TypeURL, out)
+	}
 	return beats, nil
 }
 
