@@ -260,14 +260,17 @@ func (t *table) lookup(key Key, sub Subscription) *Shard {
 
 // apply merges an upstream update into the table and returns the names whose
 // content changed. With replace, resources absent from update are deleted.
-func (t *table) apply(update []*Resource, replace bool) (changed []string) {
+// distinct says no two of update share a name (the source checked): the
+// table then finds a full state's deletions by counting, and builds a set
+// of the update's names only when there are some.
+func (t *table) apply(update []*Resource, replace, distinct bool) (changed []string) {
 	var seen map[string]struct{}
-	if replace {
+	if replace && !distinct {
 		seen = getNameSet()
 		defer putNameSet(seen)
 	}
 	for _, r := range update {
-		if replace {
+		if seen != nil {
 			seen[r.Name] = struct{}{}
 		}
 		old, ok := t.resources[r.Name]
@@ -290,11 +293,20 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 		changed = append(changed, r.Aliases...)
 	}
 	t.resourcesPeak = max(t.resourcesPeak, len(t.resources))
-	if replace {
-		for name := range t.resources {
-			if _, ok := seen[name]; !ok {
-				changed = append(changed, t.drop(name)...)
-			}
+	if !replace || seen == nil && len(t.resources) == len(update) {
+		// Distinct names, every one of them held: none held is absent.
+		return changed
+	}
+	if seen == nil {
+		seen = getNameSet()
+		defer putNameSet(seen)
+		for _, r := range update {
+			seen[r.Name] = struct{}{}
+		}
+	}
+	for name := range t.resources {
+		if _, ok := seen[name]; !ok {
+			changed = append(changed, t.drop(name)...)
 		}
 	}
 	return changed

@@ -100,7 +100,7 @@ func apply(tb testing.TB, v *validator, c *shard.Class, b []byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c.ApplyUpdate(sc.resp.TypeURL, shard.Update{Kind: shard.UpdateFull, Resources: sc.out, Heartbeats: beats, Asked: true})
+	c.ApplyUpdate(sc.resp.TypeURL, shard.Update{Kind: shard.UpdateFull, Resources: sc.out, Heartbeats: beats, Asked: true, Distinct: true})
 }
 
 // step applies the other of the two states.

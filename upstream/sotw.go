@@ -235,7 +235,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 			ss.drops.Add(drop.UpstreamUnsubscribed)
 		}
 	}
-	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx, Asked: true}
+	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true}
 	if ss.valid.passVersions {
 		u.Version = resp.VersionInfo
 	}
