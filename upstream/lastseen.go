@@ -129,3 +129,6 @@ func (v *validator) remember(typeURL string, resources []*shard.Resource) {
 	}
 	ls.reset(resources)
 }
+
+// forget drops typeURL's index (the class asks nothing of the type).
+func (v *validator) forget(typeURL string) { delete(v.last, typeURL) }

@@ -78,8 +78,10 @@ func (ss *sotwSession) syncInterest() error {
 		want := ss.class.Interest(typeURL)
 		if want.Empty() {
 			// Nothing wanted: a later interest by name is asked by name
-			// again (and falls back again only if ignored again).
+			// again (and falls back again only if ignored again), and the
+			// type's last response need not be remembered.
 			delete(ss.namesIgnored, typeURL)
+			ss.valid.forget(typeURL)
 		}
 		ts := ss.types[typeURL]
 		if ts == nil {
