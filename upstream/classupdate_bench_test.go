@@ -49,7 +49,9 @@ type classUpdate struct {
 	gen   int
 }
 
-func newClassUpdate(tb testing.TB, clusters int) *classUpdate {
+// storeClasses returns a function acquiring the class of a node cluster
+// from a registry whose classes hold their resources in one store.
+func storeClasses(tb testing.TB) func(name string) *shard.Class {
 	tb.Helper()
 	cl, err := shard.NewClassifier(nil)
 	if err != nil {
@@ -58,13 +60,18 @@ func newClassUpdate(tb testing.TB, clusters int) *classUpdate {
 	reg := shard.NewRegistryWith(cl, nil, shard.Lifecycle{})
 	reg.SetStore(store.New())
 	tb.Cleanup(reg.Close)
-	acquire := func(name string) *shard.Class {
+	return func(name string) *shard.Class {
 		c, err := reg.Acquire(&corev3.Node{Id: "n-" + name, Cluster: name})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		return c
 	}
+}
+
+func newClassUpdate(tb testing.TB, clusters int) *classUpdate {
+	tb.Helper()
+	acquire := storeClasses(tb)
 	u := &classUpdate{resps: [2][]byte{cdsResponse(tb, clusters, "v1", false, 1), cdsResponse(tb, clusters, "v2", true, 2)}}
 	// Two other classes hold the two states, as the other classes of a
 	// fleet do.
@@ -126,17 +133,7 @@ func BenchmarkClassUpdate(b *testing.B) {
 // response, the buffer is overwritten, and what the class holds is still
 // the response's content.
 func TestHandledResponseOwnsNothingOfItsBuffer(t *testing.T) {
-	cl, err := shard.NewClassifier(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := shard.NewRegistryWith(cl, nil, shard.Lifecycle{})
-	reg.SetStore(store.New())
-	t.Cleanup(reg.Close)
-	c, err := reg.Acquire(&corev3.Node{Id: "n", Cluster: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := storeClasses(t)("c")
 	watchAll(t, c)
 	b := cdsResponse(t, 20, "v1", false, 1)
 	resp, err := wire.ParseResponse(b)
