@@ -51,7 +51,13 @@ type FanoutConfig struct {
 	// (/debug/pprof/heap?gc=1 on its admin port) is written to once every
 	// client holds the update.
 	HeapProfile string
-	Delta       bool // clients speak incremental xDS
+	// CPUProfile, if set, is a file the relay target's CPU profile
+	// (/debug/pprof/profile on its admin port) is written to: it runs for
+	// CPUProfileFor from just before the timed update (an idle relay adds
+	// next to no samples, so the window may be generous).
+	CPUProfile    string
+	CPUProfileFor time.Duration
+	Delta         bool // clients speak incremental xDS
 	// Service is ServiceADS (default) or ServiceCDS; the tcp target has none.
 	Service string
 	// StreamsPerConn streams share one connection (default 1). The tcp
@@ -291,6 +297,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		return nil, err
 	}
 
+	profiled := startCPUProfile(srv, cfg.CPUProfile, cfg.CPUProfileFor)
 	cfg.Log("updating %d classes", cfg.Classes)
 	start := time.Now()
 	published, err := srv.set(ctx, "v2", 0)
@@ -331,6 +338,9 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 	slices.Sort(lat)
 	slices.Sort(afterSent)
+	if err := <-profiled; err != nil {
+		return nil, err
+	}
 	if cfg.HeapProfile != "" {
 		if err := writeHeapProfile(srv, cfg.HeapProfile); err != nil {
 			return nil, err
@@ -368,6 +378,37 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		AfterSentP50: afterSent[len(afterSent)/2], AfterSentP99: afterSent[len(afterSent)*99/100], AfterSentLast: afterSent[len(afterSent)-1],
 		Churn: churnRes,
 	}, nil
+}
+
+// startCPUProfile starts the relay target's CPU profile for d and returns
+// a channel that receives the outcome once it is written to file (nil at
+// once when file is "" or the target is not the relay).
+func startCPUProfile(srv target, file string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	rt, ok := srv.(*relayTarget)
+	if file == "" || !ok {
+		done <- nil
+		return done
+	}
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", rt.relay.Admin, max(1, int(d.Round(time.Second)/time.Second)))
+	go func() {
+		done <- func() error {
+			resp, err := http.Get(url)
+			if err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("cpu profile: %s", resp.Status)
+			}
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			return os.WriteFile(file, b, 0o644)
+		}()
+	}()
+	return done
 }
 
 // writeHeapProfile saves the relay target's heap profile to file, and the

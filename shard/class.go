@@ -233,6 +233,10 @@ type Update struct {
 	// Ctx is the update's context (its trace), handed to the fan-out
 	// observer; nil is context.Background.
 	Ctx context.Context
+	// Distinct: no two Resources share a name (the source checked, as the
+	// upstream's validator does). An update of a full state then costs no
+	// set of its names unless something was deleted.
+	Distinct bool
 	// Asked: the update answers a request of a source that subscribes by
 	// name (one that calls Requested). For a type the class holds no table
 	// of, it answers a request made before the type was last asked for
@@ -293,6 +297,7 @@ func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells
 	}
 	t := c.table(typeURL)
 	resources := t.keepAsked(u.Resources)
+	kept := len(resources) // distinct if u.Resources are: heartbeats add to them below
 	beats := u.Heartbeats[:0:0]
 	for _, hb := range u.Heartbeats {
 		r, ok := t.resources[hb.Name]
@@ -315,7 +320,9 @@ func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells
 			beats = append(beats, hb)
 		}
 	}
-	changed := t.apply(resources, u.Kind == UpdateFull)
+	// A heartbeat's resource may repeat one of the update's names.
+	distinct := u.Distinct && len(resources) == kept
+	changed := t.apply(resources, u.Kind == UpdateFull, distinct)
 	for _, n := range u.Removed {
 		changed = append(changed, t.drop(n)...)
 		if u.Kind == UpdateIncremental && t.pending.told(n) {

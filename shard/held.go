@@ -15,7 +15,9 @@ type ResourceStore interface {
 	// Lookup returns the held resource whose content is this one (see
 	// Resource.Same), or nil. It takes no reference: a resource found may
 	// be released by its last user before it is acquired.
-	Lookup(hash uint64, name string, anyBytes, ttl []byte, aliases []string, upstreamVersion string) *Resource
+	// The name is bytes, so that a caller holding them finds the resource
+	// without allocating.
+	Lookup(hash uint64, name []byte, anyBytes, ttl []byte, aliases []string, upstreamVersion string) *Resource
 	// Acquire takes a reference on the held resource of r's content,
 	// holding r if there is none, and returns it.
 	Acquire(r *Resource) *Resource
@@ -28,7 +30,12 @@ type ResourceStore interface {
 // bytes, aliases and upstream version. Its Hash is derived from them, so
 // equal content has equal hashes, but equal hashes do not make equal content.
 func (r *Resource) Same(name string, anyBytes, ttl []byte, aliases []string, upstreamVersion string) bool {
-	return r.Name == name && r.UpstreamVersion == upstreamVersion && bytes.Equal(r.Any, anyBytes) &&
+	return r.Name == name && r.SameContent(anyBytes, ttl, aliases, upstreamVersion)
+}
+
+// SameContent is Same but for the name.
+func (r *Resource) SameContent(anyBytes, ttl []byte, aliases []string, upstreamVersion string) bool {
+	return r.UpstreamVersion == upstreamVersion && bytes.Equal(r.Any, anyBytes) &&
 		bytes.Equal(r.TTL, ttl) && slices.Equal(r.Aliases, aliases)
 }
 

@@ -3,6 +3,7 @@ package shard
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -264,10 +265,19 @@ func (t *table) lookup(key Key, sub Subscription) *Shard {
 
 // apply merges an upstream update into the table and returns the names whose
 // content changed. With replace, resources absent from update are deleted.
-func (t *table) apply(update []*Resource, replace bool) (changed []string) {
-	seen := make(map[string]struct{}, len(update))
+// distinct says no two of update share a name (the source checked): the
+// table then finds a full state's deletions by counting, and builds a set
+// of the update's names only when there are some.
+func (t *table) apply(update []*Resource, replace, distinct bool) (changed []string) {
+	var seen map[string]struct{}
+	if replace && !distinct {
+		seen = getNameSet()
+		defer putNameSet(seen)
+	}
 	for _, r := range update {
-		seen[r.Name] = struct{}{}
+		if seen != nil {
+			seen[r.Name] = struct{}{}
+		}
 		old, ok := t.resources[r.Name]
 		if ok && old.sameAs(r) {
 			continue
@@ -288,14 +298,39 @@ func (t *table) apply(update []*Resource, replace bool) (changed []string) {
 		changed = append(changed, r.Aliases...)
 	}
 	t.resourcesPeak = max(t.resourcesPeak, len(t.resources))
-	if replace {
-		for name := range t.resources {
-			if _, ok := seen[name]; !ok {
-				changed = append(changed, t.drop(name)...)
-			}
+	if !replace || seen == nil && len(t.resources) == len(update) {
+		// Distinct names, every one of them held: none held is absent.
+		return changed
+	}
+	if seen == nil {
+		seen = getNameSet()
+		defer putNameSet(seen)
+		for _, r := range update {
+			seen[r.Name] = struct{}{}
+		}
+	}
+	for name := range t.resources {
+		if _, ok := seen[name]; !ok {
+			changed = append(changed, t.drop(name)...)
 		}
 	}
 	return changed
+}
+
+// nameSets pools the name sets apply finds a full state's deletions with:
+// every class's update of a full-state type needs one as large as the state.
+var nameSets = sync.Pool{New: func() any { return map[string]struct{}{} }}
+
+func getNameSet() map[string]struct{} { return nameSets.Get().(map[string]struct{}) }
+
+// putNameSet pools an emptied set; one that held more than 16 × compactMin names is left to
+// the collector rather than kept that large.
+func putNameSet(m map[string]struct{}) {
+	if len(m) > 16*compactMin {
+		return
+	}
+	clear(m)
+	nameSets.Put(m)
 }
 
 // drop deletes a resource; it returns the names shards may know it by.

@@ -228,7 +228,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	if heartbeatOnly {
 		kind = shard.UpdateHeartbeats
 	}
-	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx, Asked: true})
+	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
 		held = map[string]string{}

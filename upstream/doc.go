@@ -7,8 +7,9 @@
 // re-established with jittered exponential backoff and resubscribes with the
 // last ACKed versions; downstream clients keep the last good state meanwhile.
 //
-// Responses are received undecoded (wire.Raw) and resources stay the bytes
-// the control plane sent: nothing is re-marshaled.
+// Responses are received undecoded, into pooled buffers (wire.Pooled), and
+// resources stay the bytes the control plane sent: nothing is re-marshaled,
+// and what a class keeps is copied out before the buffer is reused.
 //
 // What it receives and does not pass on, or answer at once, is counted by
 // reason in a *drop.Counters (Config.Drops): a rejected response, one for a

@@ -78,8 +78,10 @@ func (ss *sotwSession) syncInterest() error {
 		want := ss.class.Interest(typeURL)
 		if want.Empty() {
 			// Nothing wanted: a later interest by name is asked by name
-			// again (and falls back again only if ignored again).
+			// again (and falls back again only if ignored again), and the
+			// type's last response need not be remembered.
 			delete(ss.namesIgnored, typeURL)
+			ss.valid.forget(typeURL)
 		}
 		ts := ss.types[typeURL]
 		if ts == nil {
@@ -186,8 +188,10 @@ func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscr
 // handle validates and installs one response, then ACKs or NACKs it. ok is
 // false for a NACKed response; err is a broken stream.
 func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
-	resp, err := wire.ParseResponse(b)
-	if err != nil {
+	sc := getSotwScratch()
+	defer sc.release()
+	resp := &sc.resp
+	if err := wire.ParseResponseInto(b, resp); err != nil {
 		return false, fmt.Errorf("undecodable response: %w", err)
 	}
 	ss.setStatus(func(st *ClassStreamStatus) { st.Responses++ })
@@ -209,11 +213,8 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	}
 	ctx, end := ss.traceResponse(resp.TypeURL, resp.VersionInfo, len(resp.Resources))
 	replace := shard.FullState(resp.TypeURL)
-	cands, beats, verr := unwrapSotW(resp.Resources)
-	var resources []*shard.Resource
-	if verr == nil {
-		resources, verr = ss.valid.resources(resp.TypeURL, cands)
-	}
+	beats, verr := sc.validate(ss.valid)
+	resources := sc.out
 	if verr != nil {
 		end(verr)
 		return false, ss.nack(resp, ts, verr)
@@ -236,7 +237,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 			ss.drops.Add(drop.UpstreamUnsubscribed)
 		}
 	}
-	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx, Asked: true}
+	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true}
 	if ss.valid.passVersions {
 		u.Version = resp.VersionInfo
 	}

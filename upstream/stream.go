@@ -285,8 +285,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// received is one message from the upstream. Its bytes are pooled: the
+// run loop frees them once the message is handled (handle copies what it
+// keeps).
 type received struct {
-	raw wire.Raw
+	raw wire.Pooled
 	err error
 }
 
@@ -365,6 +368,7 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 				return healthy, fmt.Errorf("receive: %w", r.err)
 			}
 			ok, err := sess.handle(r.raw.Bytes)
+			r.raw.Free()
 			if err != nil {
 				return healthy, err
 			}

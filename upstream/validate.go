@@ -29,7 +29,9 @@ func reject(format string, args ...any) error {
 // validator checks upstream resources. A resource whose content the
 // relay already holds (in the class's store, for this class or another) is
 // not decoded again: the held resource, with the children recorded when it
-// was first decoded, is used instead of a copy. Not safe for concurrent use.
+// was first decoded, is used instead of a copy, and finding it allocates
+// nothing. A SotW resource the type's last response carried too is found
+// by its hash and bytes alone (see sotwFast). Not safe for concurrent use.
 type validator struct {
 	// Read-only after creation.
 	// passVersions: a resource keeps the upstream's version (candidate
@@ -38,6 +40,10 @@ type validator struct {
 	// store holds the resources of every class (nil: none is shared, each
 	// resource is decoded and copied).
 	store shard.ResourceStore
+
+	// Owned by the caller: per type URL, the resources of its last SotW
+	// response that passed (see sotwFast).
+	last map[string]*lastSeen
 }
 
 func newValidator() *validator { return &validator{} }
@@ -55,14 +61,18 @@ type candidate struct {
 // heartbeats: a resource wrapped in envoy.service.discovery.v3.Resource (for
 // its TTL) is unwrapped; a wrapper without a resource is a heartbeat.
 func unwrapSotW(raws [][]byte) ([]candidate, []shard.HeartbeatEntry, error) {
-	cands := make([]candidate, 0, len(raws))
+	return unwrapSotWInto(raws, make([]candidate, 0, len(raws)))
+}
+
+// unwrapSotWInto is unwrapSotW appending the candidates to cands.
+func unwrapSotWInto(raws [][]byte, cands []candidate) ([]candidate, []shard.HeartbeatEntry, error) {
 	var beats []shard.HeartbeatEntry
 	for i, raw := range raws {
-		anyType, value, err := wire.ParseAny(raw)
+		anyType, value, err := wire.AnyFields(raw)
 		if err != nil {
 			return nil, nil, reject("resources[%d]: malformed google.protobuf.Any: %v", i, err)
 		}
-		if anyType != wire.ResourceTypeURL {
+		if string(anyType) != wire.ResourceTypeURL {
 			cands = append(cands, candidate{raw: raw})
 			continue
 		}
@@ -86,59 +96,78 @@ func unwrapSotW(raws [][]byte) ([]candidate, []shard.HeartbeatEntry, error) {
 // known to the relay, with a non-empty name (matching its wrapper's, if
 // any) unique within the response.
 func (v *validator) resources(typeURL string, cands []candidate) ([]*shard.Resource, error) {
-	var msgType protoreflect.MessageType
-	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL); err == nil {
-		msgType = mt
-	}
-	seen := make(map[string]struct{}, len(cands))
-	out := make([]*shard.Resource, 0, len(cands))
+	return v.resourcesInto(typeURL, cands, make([]*shard.Resource, 0, len(cands)), make(map[string]struct{}, len(cands)))
+}
+
+// resourcesInto is resources appending to out, with seen (empty) for the
+// names met.
+func (v *validator) resourcesInto(typeURL string, cands []candidate, out []*shard.Resource, seen map[string]struct{}) ([]*shard.Resource, error) {
+	msgType := messageType(typeURL)
 	for i, c := range cands {
-		anyType, value, err := wire.ParseAny(c.raw)
+		r, err := v.resource(typeURL, msgType, i, c)
 		if err != nil {
-			return nil, reject("resources[%d]: malformed google.protobuf.Any: %v", i, err)
+			return nil, err
 		}
-		if anyType != typeURL {
-			return nil, reject("resources[%d]: type %q does not match the response type_url %q", i, anyType, typeURL)
+		if _, dup := seen[r.Name]; dup {
+			return nil, reject("resources[%d]: duplicate resource name %q", i, r.Name)
 		}
-		name, err := wire.ResourceName(value)
-		if err != nil {
-			return nil, reject("resources[%d]: %v", i, err)
-		}
-		if c.declared != "" && c.declared != name {
-			return nil, reject("resources[%d]: Resource.name %q does not match the resource's name %q", i, c.declared, name)
-		}
-		if _, dup := seen[name]; dup {
-			return nil, reject("resources[%d]: duplicate resource name %q", i, name)
-		}
-		seen[name] = struct{}{}
-		hash := dedup.ResourceHashFull(c.raw, c.ttl, c.aliases)
-		upstreamVersion := ""
-		if v.passVersions && c.version != "" {
-			upstreamVersion = c.version
-			hash = dedup.WithVersion(hash, c.version)
-		}
-		if v.store != nil {
-			if held := v.store.Lookup(hash, name, c.raw, c.ttl, c.aliases, upstreamVersion); held != nil {
-				out = append(out, held) // checked when first held
-				continue
-			}
-		}
-		var children []string
-		if msgType != nil {
-			msg := msgType.New().Interface()
-			if err := proto.Unmarshal(value, msg); err != nil {
-				return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
-			}
-			if shard.ChildType(typeURL) != "" {
-				children = xdstypes.Children(msg)
-			}
-		}
-		// Copy: raw aliases the whole received message, which must not stay
-		// pinned by the one resource that outlives it.
-		out = append(out, &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash,
-			UpstreamVersion: upstreamVersion, Children: children})
+		seen[r.Name] = struct{}{}
+		out = append(out, r)
 	}
 	return out, nil
+}
+
+// messageType is typeURL's message type, nil when the relay does not know it.
+func messageType(typeURL string) protoreflect.MessageType {
+	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL); err == nil {
+		return mt
+	}
+	return nil
+}
+
+// resource validates resources[i] of a response of typeURL, but for its
+// name's uniqueness; msgType is messageType(typeURL).
+func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i int, c candidate) (*shard.Resource, error) {
+	anyType, value, err := wire.AnyFields(c.raw)
+	if err != nil {
+		return nil, reject("resources[%d]: malformed google.protobuf.Any: %v", i, err)
+	}
+	if string(anyType) != typeURL {
+		return nil, reject("resources[%d]: type %q does not match the response type_url %q", i, anyType, typeURL)
+	}
+	nameBytes, err := wire.ResourceNameBytes(value)
+	if err != nil {
+		return nil, reject("resources[%d]: %v", i, err)
+	}
+	if c.declared != "" && c.declared != string(nameBytes) {
+		return nil, reject("resources[%d]: Resource.name %q does not match the resource's name %q", i, c.declared, nameBytes)
+	}
+	hash := dedup.ResourceHashFull(c.raw, c.ttl, c.aliases)
+	upstreamVersion := ""
+	if v.passVersions && c.version != "" {
+		upstreamVersion = c.version
+		hash = dedup.WithVersion(hash, c.version)
+	}
+	if v.store != nil {
+		if held := v.store.Lookup(hash, nameBytes, c.raw, c.ttl, c.aliases, upstreamVersion); held != nil {
+			return held, nil // checked when first held
+		}
+	}
+	name := string(nameBytes)
+	var children []string
+	if msgType != nil {
+		msg := msgType.New().Interface()
+		if err := proto.Unmarshal(value, msg); err != nil {
+			return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
+		}
+		if shard.ChildType(typeURL) != "" {
+			children = xdstypes.Children(msg)
+		}
+	}
+	// Copy: raw aliases the whole received message, which must not stay
+	// pinned by the one resource that outlives it.
+	return &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash,
+		UpstreamVersion: upstreamVersion, Children: children}, nil
 }
 
 func shortType(typeURL string) string {

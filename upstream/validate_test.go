@@ -3,12 +3,17 @@ package upstream
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/dedup"
@@ -123,5 +128,94 @@ func TestValidatorUsesHeldResources(t *testing.T) {
 	held.Acquire(&shard.Resource{Name: "\xff\xfe", Any: bad, Hash: dedup.ResourceHashFull(bad, nil, nil)})
 	if _, err := v.resources(clusterType, []candidate{{raw: bad}}); err != nil {
 		t.Fatalf("held resource decoded again: %v", err)
+	}
+}
+
+// A held resource is found by its name too: the store's entry for the same
+// bytes under another name is not handed out for them.
+func TestValidatorHeldNameMustMatch(t *testing.T) {
+	held := store.New()
+	raw := xdstest.AnyBytes(&clusterv3.Cluster{Name: "a"})
+	impostor := &shard.Resource{Name: "b", Any: raw, Hash: dedup.ResourceHashFull(raw, nil, nil)}
+	held.Acquire(impostor)
+	out, err := (&validator{store: held}).resources(clusterType, []candidate{{raw: raw}})
+	if err != nil || out[0] == impostor || out[0].Name != "a" {
+		t.Fatalf("got %+v, %v; want a resource of its own named a", out[0], err)
+	}
+}
+
+// Validating a response whose resources are all held allocates nothing per
+// resource: not their names, type URLs or copies.
+func TestValidatorHeldAllocations(t *testing.T) {
+	held := store.New()
+	v := &validator{store: held}
+	cands := make([]candidate, 100)
+	for i := range cands {
+		cands[i] = candidate{raw: xdstest.AnyBytes(edsClusterNamed(fmt.Sprintf("c%d", i), "eds"))}
+	}
+	first, err := v.resources(clusterType, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range first {
+		held.Acquire(r)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if out, err := v.resources(clusterType, cands); err != nil || out[0] != first[0] {
+			t.Fatalf("got %p, %v; want the held %p", out[0], err, first[0])
+		}
+	})
+	if allocs > 4 {
+		t.Fatalf("validating 100 held resources allocates %v times, want at most 4 (the response's slice and name set)", allocs)
+	}
+}
+
+// A pooled scratch holds only the response it was last given: each of
+// several responses handled one after the other validates to exactly its
+// own resources, a rejected one in between included.
+func TestSotwScratchHoldsOneResponse(t *testing.T) {
+	response := func(names ...string) []byte {
+		resp := &discoveryv3.DiscoveryResponse{TypeUrl: clusterType}
+		for _, n := range names {
+			a, err := anypb.New(&clusterv3.Cluster{Name: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Resources = append(resp.Resources, a)
+		}
+		b, err := proto.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	v := &validator{store: store.New()}
+	steps := []struct {
+		resp []byte
+		want []string // nil: rejected
+	}{
+		{response("a", "b", "c"), []string{"a", "b", "c"}},
+		{response("d"), []string{"d"}},
+		{response("e", "e"), nil},
+		{response("f", "a"), []string{"f", "a"}},
+		{response(), []string{}},
+	}
+	for i, st := range steps {
+		sc := getSotwScratch()
+		if err := wire.ParseResponseInto(st.resp, &sc.resp); err != nil {
+			t.Fatal(err)
+		}
+		_, err := sc.validate(v)
+		var got []string
+		for _, r := range sc.out {
+			got = append(got, r.Name)
+		}
+		switch {
+		case st.want == nil && err == nil:
+			t.Fatalf("step %d: accepted %v, want rejected", i, got)
+		case st.want != nil && (err != nil || !slices.Equal(got, st.want)):
+			t.Fatalf("step %d: got %v, %v; want %v", i, got, err, st.want)
+		}
+		sc.release()
 	}
 }

@@ -51,12 +51,12 @@ func New() *Store {
 func (s *Store) part(hash uint64) *part { return &s.parts[hash%parts] }
 
 // Lookup returns the held resource of this content, or nil.
-func (s *Store) Lookup(hash uint64, name string, anyBytes, ttl []byte, aliases []string, upstreamVersion string) *shard.Resource {
+func (s *Store) Lookup(hash uint64, name []byte, anyBytes, ttl []byte, aliases []string, upstreamVersion string) *shard.Resource {
 	p := s.part(hash)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for e := p.byHash[hash]; e != nil; e = e.next {
-		if e.r.Same(name, anyBytes, ttl, aliases, upstreamVersion) {
+		if e.r.Name == string(name) && e.r.SameContent(anyBytes, ttl, aliases, upstreamVersion) {
 			return e.r
 		}
 	}

@@ -36,14 +36,14 @@ func TestAcquireSharesEqualContent(t *testing.T) {
 		t.Fatalf("Acquire of equal content = %p, want the held %p", got, a)
 	}
 	wantCounts(t, s, 1, int64(len(a.Any)))
-	if got := s.Lookup(b.Hash, b.Name, b.Any, nil, nil, ""); got != a {
+	if got := s.Lookup(b.Hash, []byte(b.Name), b.Any, nil, nil, ""); got != a {
 		t.Fatalf("Lookup = %p, want %p", got, a)
 	}
 	s.Release(a)
 	wantCounts(t, s, 1, int64(len(a.Any)))
 	s.Release(a)
 	wantCounts(t, s, 0, 0)
-	if got := s.Lookup(b.Hash, b.Name, b.Any, nil, nil, ""); got != nil {
+	if got := s.Lookup(b.Hash, []byte(b.Name), b.Any, nil, nil, ""); got != nil {
 		t.Fatalf("Lookup after the last release = %p, want nil", got)
 	}
 	s.Release(a) // not held: nothing happens
@@ -86,15 +86,15 @@ func TestHashCollisionNeverServesOtherBytes(t *testing.T) {
 	}
 	wantCounts(t, s, 3, 9)
 	for _, r := range []*shard.Resource{a, b, c} {
-		if got := s.Lookup(42, r.Name, r.Any, nil, nil, ""); got != r {
+		if got := s.Lookup(42, []byte(r.Name), r.Any, nil, nil, ""); got != r {
 			t.Fatalf("Lookup(%s %q) = %p, want %p", r.Name, r.Any, got, r)
 		}
 	}
 	s.Release(b) // the middle of the chain
-	if got := s.Lookup(42, "x", b.Any, nil, nil, ""); got != nil {
+	if got := s.Lookup(42, []byte("x"), b.Any, nil, nil, ""); got != nil {
 		t.Fatalf("released content still found: %q", got.Any)
 	}
-	if got := s.Lookup(42, "x", a.Any, nil, nil, ""); got != a {
+	if got := s.Lookup(42, []byte("x"), a.Any, nil, nil, ""); got != a {
 		t.Fatalf("Lookup of the other content = %p, want %p", got, a)
 	}
 	s.Release(c)

@@ -25,3 +25,30 @@ func TestCodecDecoded(t *testing.T) {
 		t.Fatalf("garbage: Unmarshal returned %v with Decoded.Err %v, want nil and a decoding error", err, d.Err)
 	}
 }
+
+// Pooled receives a message of several buffers (HTTP/2 frames) as one, and
+// holds nothing once freed.
+func TestCodecPooled(t *testing.T) {
+	c := NewCodec()
+	var p Pooled
+	for _, parts := range [][]string{{"abc", "defg", "h"}, {"one buffer"}, {"xy", "z"}} {
+		var data mem.BufferSlice
+		want := ""
+		for _, s := range parts {
+			data = append(data, mem.SliceBuffer(s))
+			want += s
+		}
+		if err := c.Unmarshal(data, &p); err != nil || string(p.Bytes) != want {
+			t.Fatalf("Unmarshal(%q) = %q, %v", parts, p.Bytes, err)
+		}
+		data.Free() // what gRPC does once Unmarshal returns
+		if string(p.Bytes) != want {
+			t.Fatalf("after gRPC freed its buffers: %q, want %q", p.Bytes, want)
+		}
+		p.Free()
+		if p.Bytes != nil {
+			t.Fatalf("freed Pooled still holds %q", p.Bytes)
+		}
+	}
+	p.Free() // freeing an empty one does nothing
+}

@@ -35,6 +35,17 @@ type RawResponse struct {
 // and raw resources. Unknown fields (canary, control_plane) are skipped.
 func ParseResponse(b []byte) (*RawResponse, error) {
 	r := &RawResponse{}
+	if err := ParseResponseInto(b, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ParseResponseInto is ParseResponse into r, whose Resources slice it
+// reuses (from its start): a caller parsing response after response need
+// not grow one each time.
+func ParseResponseInto(b []byte, r *RawResponse) error {
+	*r = RawResponse{Resources: r.Resources[:0]}
 	err := forEachBytesField(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case respVersionInfo:
@@ -48,23 +59,30 @@ func ParseResponse(b []byte) (*RawResponse, error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("discovery response: %w", err)
+		return fmt.Errorf("discovery response: %w", err)
 	}
-	return r, nil
+	return nil
 }
 
 // ParseAny returns the type URL and value of an encoded google.protobuf.Any.
 func ParseAny(b []byte) (typeURL string, value []byte, err error) {
+	t, value, err := AnyFields(b)
+	return string(t), value, err
+}
+
+// AnyFields is ParseAny without a copy: the type URL aliases b, so a
+// caller comparing it (string(typeURL) == want) allocates nothing.
+func AnyFields(b []byte) (typeURL, value []byte, err error) {
 	err = forEachBytesField(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case anyTypeURL:
-			typeURL = string(v)
+			typeURL = v
 		case anyValue:
 			value = v
 		}
 	})
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	return typeURL, value, nil
 }
@@ -100,17 +118,23 @@ var ErrNoName = errors.New("resource has no name (field 1)")
 // ...). The whole message is walked, so truncated or malformed wire data is
 // reported instead of accepted.
 func ResourceName(value []byte) (string, error) {
-	var name string
+	name, err := ResourceNameBytes(value)
+	return string(name), err
+}
+
+// ResourceNameBytes is ResourceName without a copy: the name aliases value.
+func ResourceNameBytes(value []byte) ([]byte, error) {
+	var name []byte
 	err := forEachBytesField(value, func(num protowire.Number, v []byte) {
 		if num == 1 {
-			name = string(v)
+			name = v
 		}
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if name == "" {
-		return "", ErrNoName
+	if len(name) == 0 {
+		return nil, ErrNoName
 	}
 	return name, nil
 }
