@@ -77,6 +77,7 @@ func main() {
 	churn := flag.Float64("churn", 0, "after the update, a sustained run of this many EDS updates per second spread round robin over the classes, every client subscribed to its class's load assignment; reports update → client latency percentiles (SotW; targets relay, limit, direct:snapshot)")
 	duration := flag.Duration("duration", 30*time.Second, "how long --churn updates")
 	heapDir := flag.String("heap-profile", "", "write the relay's heap profile (/debug/pprof/heap?gc=1 on its admin port), taken once every client holds the update, to DIR/heap-CLASSESc-Nn.pb.gz")
+	heapWait := flag.Duration("heap-wait", 0, "with --heap-profile: wait this long after every client holds the update before taking it (responses keep their bodies shard.BodyKeepAlive after last use)")
 	delta := flag.Bool("delta", false, "clients speak incremental (delta) xDS instead of state of the world")
 	service := flag.String("service", bench.ServiceADS, "gRPC service the clients use: ads (aggregated) or cds (ClusterDiscoveryService); direct serves ads only")
 	perConn := flag.Int("streams-per-conn", 1, "client streams sharing one gRPC connection (tcp: must be 1); the relay allows 100 by default (limits.max_streams_per_connection)")
@@ -159,6 +160,7 @@ func main() {
 				cfg.Progress = terminalProgress(*quiet, name)
 				if *heapDir != "" && cfg.Target == bench.TargetRelay {
 					cfg.HeapProfile = filepath.Join(*heapDir, fmt.Sprintf("heap-%dc-%dn.pb.gz", classes, n))
+					cfg.HeapProfileWait = *heapWait
 				}
 				res, err := bench.RunFanout(context.Background(), cfg)
 				if err != nil {
