@@ -61,6 +61,9 @@ func (t *table) rebuild(s *Shard) bool {
 		// Nothing to tell anyone: a SotW response would be a no-op, and with
 		// a merging source absence is not known to be deletion.
 		s.current.Store(nil)
+		if cur != nil {
+			cur.superseded()
+		}
 		return false
 	}
 	if cur != nil && cur.Sum == sum {
@@ -87,6 +90,9 @@ func (t *table) rebuild(s *Shard) bool {
 		next.Changed, next.Removed = diff(cur, next)
 	}
 	s.current.Store(next)
+	if cur != nil {
+		cur.superseded()
+	}
 	return true
 }
 
