@@ -35,7 +35,7 @@ type table struct {
 	pending pendingNames
 
 	resources map[string]*Resource
-	sorted    []string          // sorted keys of resources; nil when stale
+	sorted    *nameList         // sorted keys of resources, shared (nameCache); nil when stale
 	aliases   map[string]string // alias -> resource name (delta upstreams' Resource.aliases)
 
 	shards    map[Key][]*Shard // a slice only to survive hash collisions
@@ -69,11 +69,19 @@ func newTable(typeURL string) *table {
 // without a name would tell a client holding it that it was deleted.
 const PendingGrace = 2 * time.Second
 
+// sortedNames returns the names of the resources, sorted: a list shared
+// with every table holding resources of the same names and with the
+// responses of wildcard shards, read-only.
 func (t *table) sortedNames() []string {
 	if t.sorted == nil {
-		t.sorted = slices.Sorted(maps.Keys(t.resources))
+		sorted := make([]string, 0, len(t.resources)) // no room to spare: it is kept
+		for n := range t.resources {
+			sorted = append(sorted, n)
+		}
+		slices.Sort(sorted)
+		t.sorted = nameLists.share(sorted)
 	}
-	return t.sorted
+	return t.sorted.names
 }
 
 // interest is the union of every shard's subscription.

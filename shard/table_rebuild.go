@@ -24,12 +24,14 @@ func (t *table) rebuild(s *Shard) bool {
 		return false // nor one lacking a name the pending wildcard's answer will tell of
 	}
 	var included []*Resource
+	var outNames []string // the names of included; nil: not yet made
 	if s.Sub.Wildcard {
 		// Explicit names are already covered: the table only holds resources
-		// of the class's union interest, and a wildcard shard takes them all.
-		names := t.sortedNames()
-		included = make([]*Resource, 0, len(names))
-		for _, n := range names {
+		// of the class's union interest, and a wildcard shard takes them all,
+		// under the table's (shared) sorted names.
+		outNames = t.sortedNames()
+		included = make([]*Resource, 0, len(outNames))
+		for _, n := range outNames {
 			included = append(included, t.resources[n])
 		}
 	} else {
@@ -73,9 +75,11 @@ func (t *table) rebuild(s *Shard) bool {
 	if t.up.version != "" {
 		version = t.up.version // the upstream's, as of this content
 	}
-	outNames := make([]string, len(included))
-	for i, r := range included {
-		outNames[i] = r.Name
+	if outNames == nil {
+		outNames = make([]string, len(included))
+		for i, r := range included {
+			outNames[i] = r.Name
+		}
 	}
 	// The body is built on first use (see Response.Body).
 	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, contentSum: contentSum,
