@@ -8,11 +8,15 @@ import (
 	"weak"
 )
 
-// nameList is a sorted list of resource names, shared read-only by every
-// table (of any class) that holds resources of exactly these names, and
-// by their wildcard shards' responses (Response.Names). A pointer, so that
-// it has an identity to refer to weakly.
-type nameList struct{ names []string }
+// nameList is a sorted list of resource names and their hash slots (see
+// slotsOf), shared read-only by every table (of any class) that holds
+// resources of exactly these names, and by their wildcard shards'
+// responses (Response.Names). A pointer, so that it has an identity to
+// refer to weakly.
+type nameList struct {
+	names []string
+	slots []int32
+}
 
 // nameKey is what a name list is found by: its length and a hash of its
 // names. A hit is checked name by name before it is shared.
@@ -52,13 +56,19 @@ func (c *nameCache) share(sorted []string) *nameList {
 	}
 	k := nameKey{n: len(sorted), sum: h.Sum64()}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l := c.m[k].Value(); l != nil && slices.Equal(l.names, sorted) {
+	w := c.m[k]
+	c.mu.Unlock()
+	if l := w.Value(); l != nil && slices.Equal(l.names, sorted) { // outside the lock
 		return l
+	}
+	l := &nameList{names: sorted, slots: slotsOf(c.seed, sorted)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur := c.m[k].Value(); cur != nil && cur != w.Value() && slices.Equal(cur.names, sorted) {
+		return cur // another table made the same list meanwhile (rare)
 	}
 	// A collision (or a dead entry) is replaced: its list stays valid for
 	// whoever holds it, and its cleanup leaves this entry.
-	l := &nameList{names: sorted}
 	e := nameEntry{key: k, weak: weak.Make(l)}
 	c.m[k] = e.weak
 	runtime.AddCleanup(l, c.forget, e)

@@ -36,7 +36,7 @@ func TestSameNamesShareOneList(t *testing.T) {
 	if !slices.Equal(ra.Names, names) || !sameArray(ra.Names, rb.Names) {
 		t.Fatalf("names %q and %q: want %q, one list", ra.Names, rb.Names, names)
 	}
-	if ta, tb := a.tables[ClusterType], b.tables[ClusterType]; ta.sorted != tb.sorted || !sameArray(ta.sortedNames(), ra.Names) {
+	if ta, tb := a.tables[ClusterType], b.tables[ClusterType]; ta.resources.names != tb.resources.names || !sameArray(ta.resources.names.names, ra.Names) {
 		t.Fatal("the tables do not share the list their responses use")
 	}
 	c, sc := class(state("1", names[:2]...))

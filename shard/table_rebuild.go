@@ -27,13 +27,9 @@ func (t *table) rebuild(s *Shard) bool {
 	var outNames []string // the names of included; nil: not yet made
 	if s.Sub.Wildcard {
 		// Explicit names are already covered: the table only holds resources
-		// of the class's union interest, and a wildcard shard takes them all,
-		// under the table's (shared) sorted names.
-		outNames = t.sortedNames()
-		included = make([]*Resource, 0, len(outNames))
-		for _, n := range outNames {
-			included = append(included, t.resources[n])
-		}
+		// of the class's union interest, and a wildcard shard takes them all:
+		// the table's sorted list and names, shared.
+		outNames, included = t.resources.sorted()
 	} else {
 		included = t.selectNames(s.Sub.Names)
 	}
@@ -142,7 +138,7 @@ func (t *table) selectNames(names []string) []*Resource {
 	out := make([]*Resource, 0, len(names))
 	aliased := false
 	for _, n := range names {
-		if r, ok := t.resources[n]; ok {
+		if r, ok := t.resources.get(n); ok {
 			out = append(out, r)
 		} else if r, ok := t.resource(n); ok {
 			out = append(out, r)
