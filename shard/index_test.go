@@ -87,13 +87,9 @@ func TestResIndexIsAMap(t *testing.T) {
 // response uses the list and names themselves, and a class of other
 // content under the same names shares the names and their slots.
 func TestWildcardResponseIsTheTableList(t *testing.T) {
-	class := func(content string) (*table, *Shard) {
-		c, _ := newTestClass(t)
-		c.ApplyUpdate(ClusterType, bigState(50, content))
-		return c.tables[ClusterType], c.Subscribe(ClusterType, NewSubscription(nil, true), &recorder{})
-	}
-	ta, sa := class("1")
-	tb, sb := class("2")
+	a, sa := wildcardShard(t, bigState(50, "1"))
+	b, sb := wildcardShard(t, bigState(50, "2"))
+	ta, tb := a.tables[ClusterType], b.tables[ClusterType]
 	r := sa.Current()
 	if len(r.Resources) != 50 || &r.Resources[0] != &ta.resources.list[0] || !sameArray(r.Names, ta.resources.names.names) {
 		t.Fatal("the wildcard response copied the table's list or names")

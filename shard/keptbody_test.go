@@ -17,14 +17,20 @@ func bigState(n int, content string) Update {
 	return Update{Resources: rs, Kind: UpdateFull}
 }
 
+// wildcardShard returns a new class's wildcard CDS shard over u.
+func wildcardShard(t *testing.T, u Update) (*Class, *Shard) {
+	t.Helper()
+	c, _ := newTestClass(t)
+	c.ApplyUpdate(ClusterType, u)
+	return c, c.Subscribe(ClusterType, NewSubscription(nil, true), &recorder{})
+}
+
 // A body nobody asked for during BodyKeepAlive is no longer kept by its
 // response, is collected, and the next stream gets it rebuilt, the same
 // bytes.
 func TestIdleBodyIsReleasedAndRebuilt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, _ := newTestClass(t)
-		c.ApplyUpdate(ClusterType, bigState(100, "1"))
-		s := c.Subscribe(ClusterType, NewSubscription(nil, true), &recorder{})
+		_, s := wildcardShard(t, bigState(100, "1"))
 		r := s.Current()
 		for _, kb := range []struct {
 			name string
@@ -62,13 +68,12 @@ func TestIdleBodyIsReleasedAndRebuilt(t *testing.T) {
 
 // A rolling restart: 10,000 streams join a shard over a minute, each
 // taking the body once and finishing its write before the next joins; a
-// body the response does not keep is collected before the next join. The body is built once, not per join
-// (nor per BodyKeepAlive), and released after the last.
+// body the response does not keep is collected before the next join. The
+// body is built once, not per join (nor per BodyKeepAlive), and released
+// after the last.
 func TestRollingJoinsBuildTheBodyOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, _ := newTestClass(t)
-		c.ApplyUpdate(ClusterType, bigState(100, "1"))
-		s := c.Subscribe(ClusterType, NewSubscription(nil, true), &recorder{})
+		_, s := wildcardShard(t, bigState(100, "1"))
 		r := s.Current()
 		const joins = 10_000
 		for range joins {
@@ -96,9 +101,7 @@ func TestRollingJoinsBuildTheBodyOnce(t *testing.T) {
 // while they do, and a late one gets the same body while it is alive.
 func TestSupersededResponseKeepsNoBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, _ := newTestClass(t)
-		c.ApplyUpdate(ClusterType, bigState(10, "1"))
-		s := c.Subscribe(ClusterType, NewSubscription(nil, true), &recorder{})
+		c, s := wildcardShard(t, bigState(10, "1"))
 		old := s.Current()
 		held := old.Body() // an in-flight write
 		c.ApplyUpdate(ClusterType, bigState(10, "2"))

@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"runtime"
 	"slices"
-	"sync"
 	"weak"
 )
 
@@ -29,21 +28,14 @@ type nameKey struct {
 // resources have the same names (another cluster's content under each
 // name, say) hold one list, not 20. Held weakly, like bodyCache: a list
 // lives as long as a table (or a response) holds it. Safe for concurrent
-// use; mu is a leaf lock, taken under Class.mu.
+// use; its lock is a leaf lock, taken under Class.mu.
 type nameCache struct {
 	seed maphash.Seed // read-only
-	mu   sync.Mutex
-	m    map[nameKey]weak.Pointer[nameList] // guarded by mu
+	m    weakMap[nameKey, weak.Pointer[nameList]]
 }
 
 // nameLists is the process-wide name list cache.
-var nameLists = &nameCache{seed: maphash.MakeSeed(), m: map[nameKey]weak.Pointer[nameList]{}}
-
-// nameEntry is what a list's cleanup needs to forget it.
-type nameEntry struct {
-	key  nameKey
-	weak weak.Pointer[nameList]
-}
+var nameLists = &nameCache{seed: maphash.MakeSeed()}
 
 // share returns the list of sorted (which it may keep) held under its key,
 // or sorted's own, which it caches.
@@ -55,43 +47,29 @@ func (c *nameCache) share(sorted []string) *nameList {
 		h.WriteByte(0) // an ambiguous NUL in a name costs a miss: hits are checked
 	}
 	k := nameKey{n: len(sorted), sum: h.Sum64()}
-	c.mu.Lock()
-	w := c.m[k]
-	c.mu.Unlock()
+	w, _ := c.m.get(k)
 	if l := w.Value(); l != nil && slices.Equal(l.names, sorted) { // outside the lock
 		return l
 	}
 	l := &nameList{names: sorted, slots: slotsOf(c.seed, sorted)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur := c.m[k].Value(); cur != nil && cur != w.Value() && slices.Equal(cur.names, sorted) {
-		return cur // another table made the same list meanwhile (rare)
+	var shared *nameList
+	e, kept := c.m.put(k, weak.Make(l), func(cur weak.Pointer[nameList]) bool {
+		// Another table made the same list meanwhile (rare: checked under
+		// the lock).
+		shared = cur.Value()
+		return shared != nil && shared != w.Value() && slices.Equal(shared.names, sorted)
+	})
+	if kept {
+		return shared
 	}
-	// A collision (or a dead entry) is replaced: its list stays valid for
-	// whoever holds it, and its cleanup leaves this entry.
-	e := nameEntry{key: k, weak: weak.Make(l)}
-	c.m[k] = e.weak
-	runtime.AddCleanup(l, c.forget, e)
+	runtime.AddCleanup(l, c.m.forget, e)
 	return l
-}
-
-// forget removes e's entry unless another list has taken its key since.
-func (c *nameCache) forget(e nameEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m[e.key] == e.weak {
-		delete(c.m, e.key)
-	}
 }
 
 // cached reports whether the list of these names has an entry (tests).
 func (c *nameCache) cached(sorted []string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, w := range c.m {
-		if l := w.Value(); k.n == len(sorted) && l != nil && slices.Equal(l.names, sorted) {
-			return true
-		}
-	}
-	return false
+	return c.m.any(func(k nameKey, w weak.Pointer[nameList]) bool {
+		l := w.Value()
+		return k.n == len(sorted) && l != nil && slices.Equal(l.names, sorted)
+	})
 }

@@ -22,13 +22,8 @@ func TestSameNamesShareOneList(t *testing.T) {
 		}
 		return Update{Resources: rs, Kind: UpdateFull}
 	}
-	class := func(u Update) (*Class, *Shard) {
-		c, _ := newTestClass(t)
-		c.ApplyUpdate(ClusterType, u)
-		return c, c.Subscribe(ClusterType, NewSubscription(nil, true), &recorder{})
-	}
-	a, sa := class(state("1", names...))
-	b, sb := class(state("2", names[2], names[0], names[1]))
+	a, sa := wildcardShard(t, state("1", names...))
+	b, sb := wildcardShard(t, state("2", names[2], names[0], names[1]))
 	ra, rb := sa.Current(), sb.Current()
 	if ra.Body().Same(rb.Body()) {
 		t.Fatal("the test's classes have the same content")
@@ -39,7 +34,7 @@ func TestSameNamesShareOneList(t *testing.T) {
 	if ta, tb := a.tables[ClusterType], b.tables[ClusterType]; ta.resources.names != tb.resources.names || !sameArray(ta.resources.names.names, ra.Names) {
 		t.Fatal("the tables do not share the list their responses use")
 	}
-	c, sc := class(state("1", names[:2]...))
+	c, sc := wildcardShard(t, state("1", names[:2]...))
 	if rc := sc.Current(); !slices.Equal(rc.Names, names[:2]) || sameArray(rc.Names[:1], ra.Names[:1]) {
 		t.Fatalf("other names %q share a list with %q", rc.Names, ra.Names)
 	}
