@@ -49,8 +49,10 @@ type FanoutConfig struct {
 	ChurnDuration time.Duration
 	// HeapProfile, if set, is a file the relay target's heap profile
 	// (/debug/pprof/heap?gc=1 on its admin port) is written to once every
-	// client holds the update.
-	HeapProfile string
+	// client holds the update, HeapProfileWait after (a response keeps its
+	// bodies for shard.BodyKeepAlive after streams last asked for them).
+	HeapProfile     string
+	HeapProfileWait time.Duration
 	// CPUProfile, if set, is a file the relay target's CPU profile
 	// (/debug/pprof/profile on its admin port) is written to: it runs for
 	// CPUProfileFor from just before the timed update (an idle relay adds
@@ -342,8 +344,18 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		return nil, err
 	}
 	if cfg.HeapProfile != "" {
+		if cfg.HeapProfileWait > 0 {
+			select {
+			case <-time.After(cfg.HeapProfileWait):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if err := writeHeapProfile(srv, cfg.HeapProfile); err != nil {
 			return nil, err
+		}
+		if u, err := srv.usage(); err == nil {
+			cfg.Log("heap profile written; server RSS %.1f MiB", float64(u.RSS)/(1<<20))
 		}
 	}
 	var churnRes *ChurnResult

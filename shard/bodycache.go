@@ -2,7 +2,6 @@ package shard
 
 import (
 	"bytes"
-	"sync"
 
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
@@ -32,62 +31,42 @@ type bodyKey struct {
 // one SotW body, not 100. It holds the bodies weakly, so a body lives
 // exactly as long as a response (or an in-flight write) holds it; a cleanup
 // forgets the entry once the body is collected. Safe for concurrent use;
-// mu is a leaf lock, taken under Class.mu and without any.
+// its lock is a leaf lock, taken under Class.mu, keptBody.mu or none.
 type bodyCache struct {
-	mu sync.Mutex
-	m  map[bodyKey]wire.WeakBody // guarded by mu
+	m weakMap[bodyKey, wire.WeakBody]
 }
 
 // bodies is the process-wide body cache: bodies are immutable and checked on
 // every hit, so any number of relays in one process may share it.
-var bodies = &bodyCache{m: map[bodyKey]wire.WeakBody{}}
-
-// bodyEntry is what a body's cleanup needs to forget it: its key, and the
-// weak reference the map holds for it (not the body, which it must not keep
-// alive).
-type bodyEntry struct {
-	key  bodyKey
-	weak wire.WeakBody
-}
+var bodies = &bodyCache{}
 
 // share returns the body cached under k if matches accepts it, or else
 // build's, which it caches. matches and build are called without the lock.
 func (c *bodyCache) share(k bodyKey, matches func(wire.Body) bool, build func() wire.Body) wire.Body {
-	c.mu.Lock()
-	w, ok := c.m[k]
-	c.mu.Unlock()
+	w, ok := c.m.get(k)
 	if b, live := w.Body(); ok && live && matches(b) {
 		return b
 	}
 	b := build()
-	c.mu.Lock()
-	if cur, live := c.m[k].Body(); live && bytes.Equal(cur.Bytes(), b.Bytes()) {
-		c.mu.Unlock() // another shard built the same body meanwhile
-		return cur
+	var shared wire.Body
+	e, kept := c.m.put(k, b.Weak(), func(cur wire.WeakBody) bool {
+		s, live := cur.Body()
+		if live && bytes.Equal(s.Bytes(), b.Bytes()) {
+			shared = s // another shard built the same body meanwhile
+			return true
+		}
+		return false
+	})
+	if kept {
+		return shared
 	}
-	// A collision (or a dead entry) is replaced: the body it referred to
-	// stays valid for whoever holds it, and its cleanup leaves this entry.
-	e := bodyEntry{key: k, weak: b.Weak()}
-	c.m[k] = e.weak
-	c.mu.Unlock()
-	wire.OnCollected(b, c.forget, e)
+	wire.OnCollected(b, c.m.forget, e)
 	return b
-}
-
-// forget removes e's entry unless another body has taken its key since.
-func (c *bodyCache) forget(e bodyEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m[e.key] == e.weak {
-		delete(c.m, e.key)
-	}
 }
 
 // cached reports whether k has an entry, live or not yet forgotten.
 func (c *bodyCache) cached(k bodyKey) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.m[k]
+	_, ok := c.m.get(k)
 	return ok
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -139,29 +140,21 @@ func TestSharedBodyIsFreedWithItsLastShard(t *testing.T) {
 // collect runs garbage collections until done reports true, at most 100.
 // After each it waits for a cleanup of its own (the fence: at most 100 more
 // collections), so that the cleanups that collection queued have had their
-// turn to run.
+// turn to run. The fence is an atomic, not a channel, so that collect works
+// inside a synctest bubble too (the cleanup runs outside it).
 func collect(t *testing.T, done func() bool) bool {
 	t.Helper()
 	for range 100 {
-		fence := make(chan struct{})
+		fence := new(atomic.Bool)
 		sentinel := new([64]byte) // not a tiny object: its cleanup runs
-		runtime.AddCleanup(sentinel, func(c chan struct{}) { close(c) }, fence)
+		runtime.AddCleanup(sentinel, func(f *atomic.Bool) { f.Store(true) }, fence)
 		sentinel = nil
-		fenced := false
-		for range 100 {
+		for i := 0; !fence.Load(); i++ {
+			if i == 100 {
+				t.Fatal("no cleanup ran in 100 collections")
+			}
 			runtime.GC()
-			select {
-			case <-fence:
-				fenced = true
-			default:
-				runtime.Gosched()
-			}
-			if fenced {
-				break
-			}
-		}
-		if !fenced {
-			t.Fatal("no cleanup ran in 100 collections")
+			runtime.Gosched()
 		}
 		if done() {
 			return true
@@ -209,6 +202,12 @@ func TestSotWBodyIsBuiltOnFirstUse(t *testing.T) {
 		}
 		if got := r.Body().Len(); got != r.BodyLen || !bodies.cached(k) {
 			t.Fatalf("version %q: body of %d bytes (cached %v), BodyLen %d", r.Version, got, bodies.cached(k), r.BodyLen)
+		}
+		// Released and collected, so that the test can run again (-count)
+		// in this process, whose body cache outlives it.
+		r.superseded()
+		if !collect(t, func() bool { return !bodies.cached(k) }) {
+			t.Fatalf("version %q: the released body is still cached after 100 collections", r.Version)
 		}
 	}
 }

@@ -161,7 +161,7 @@ func (c *Class) removeShardLocked(s *Shard) {
 // the upstream was never asked for the type or was last asked for nothing.
 // A type's next subscription starts a new table, as its first did.
 func (c *Class) freeIfIdle(t *table) {
-	if len(t.shards) == 0 && len(t.resources) == 0 && len(t.pending) == 0 && t.up.askedForNothing() &&
+	if len(t.shards) == 0 && t.resources.len() == 0 && len(t.pending) == 0 && t.up.askedForNothing() &&
 		c.tables[t.typeURL] == t {
 		delete(c.tables, t.typeURL)
 	}
@@ -300,7 +300,7 @@ func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells
 	kept := len(resources) // distinct if u.Resources are: heartbeats add to them below
 	beats := u.Heartbeats[:0:0]
 	for _, hb := range u.Heartbeats {
-		r, ok := t.resources[hb.Name]
+		r, ok := t.resources.get(hb.Name)
 		switch {
 		case !ok:
 		case !bytes.Equal(r.TTL, hb.TTL):
@@ -468,7 +468,7 @@ func (c *Class) Status() []TableStatus {
 	out := make([]TableStatus, 0, len(c.tables))
 	for _, typeURL := range slices.Sorted(maps.Keys(c.tables)) {
 		t := c.tables[typeURL]
-		ts := TableStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: len(t.resources), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
+		ts := TableStatus{TypeURL: typeURL, Received: t.up.hasAnswered(), Resources: t.resources.len(), Pending: len(t.pending), Interest: t.interest(), Shards: []ShardStatus{}}
 		for _, list := range t.shards {
 			for _, s := range list {
 				ss := ShardStatus{Key: keyString(s.Key), Wildcard: s.Sub.Wildcard, Names: s.Sub.Names, Streams: len(s.watchers),

@@ -75,10 +75,9 @@ func (t *table) unhold(r *Resource) {
 // unholdAll returns the references of every resource of the table, which
 // is dropped.
 func (t *table) unholdAll() {
-	for _, r := range t.resources {
+	for r := range t.resources.all {
 		t.unhold(r)
 	}
-	clear(t.resources)
+	t.resources.clear()
 	clear(t.aliases)
-	t.sorted = nil
 }

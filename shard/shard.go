@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,15 +92,16 @@ type Response struct {
 	Changed []*Resource
 	Removed []string // only when AbsenceKnown
 
-	// Accessed atomically: bodies built on first use by any stream; fanout
-	// stored under Class.mu when watchers are told of this version. The
-	// SotW body is built once (bodyOnce), so a fan-out's writers do not all
-	// build it at once.
-	body      atomic.Pointer[wire.Body]
-	bodyOnce  sync.Once
+	// The full-state bodies, built on first use by any stream and kept
+	// while streams use them (see keptBody, BodyKeepAlive); each is built
+	// by one stream at a time, so a fan-out's writers do not all build it
+	// at once.
+	body, deltaFull, wrapped keptBody
+
+	// Accessed atomically: the delta body, built on first use by any
+	// stream; fanout stored under Class.mu when watchers are told of this
+	// version.
 	deltaBody atomic.Pointer[wire.Body]
-	deltaFull atomic.Pointer[wire.Body]
-	wrapped   atomic.Pointer[wire.Body]
 	fanout    atomic.Pointer[fanout]
 }
 
@@ -135,40 +135,42 @@ func (r *Response) FanoutStep() {
 // Body is the SotW DiscoveryResponse without nonce (see wire.BodyBuilder):
 // built on first use, so a shard only delta streams watch never builds it,
 // and shared with every shard, of any class, whose version encodes the same
-// bytes.
+// bytes. It is kept while streams ask for it, then held weakly and rebuilt
+// if collected (see BodyKeepAlive).
 func (r *Response) Body() wire.Body {
-	if p := r.body.Load(); p != nil {
-		return *p
-	}
-	r.bodyOnce.Do(func() {
-		b := sotwBodyOf(r.TypeURL, r.Version, r.contentSum, r.Resources, r.BodyLen)
-		r.body.Store(&b)
+	return r.body.get(func() wire.Body {
+		return sotwBodyOf(r.TypeURL, r.Version, r.contentSum, r.Resources, r.BodyLen)
 	})
-	return *r.body.Load()
 }
 
 // WrappedBody is the SotW body for clients that support
 // xds.config.supports-resource-in-sotw: resources with a TTL are wrapped in
 // envoy.service.discovery.v3.Resource so the TTL reaches them. It is Body
-// when no resource has a TTL; otherwise built on first use and shared.
+// when no resource has a TTL; otherwise built on first use and kept like
+// Body.
 func (r *Response) WrappedBody() wire.Body {
 	if !r.HasTTL {
 		return r.Body()
 	}
-	if p := r.wrapped.Load(); p != nil {
-		return *p
-	}
-	bb := wire.NewBodyBuilder(r.Version, r.BodyLen+64*len(r.Resources))
-	for _, res := range r.Resources {
-		if res.TTL != nil {
-			bb.AddResource(wire.WrappedAny(res.Name, res.Any, res.TTL))
-		} else {
-			bb.AddResource(res.Any)
+	return r.wrapped.get(func() wire.Body {
+		bb := wire.NewBodyBuilder(r.Version, r.BodyLen+64*len(r.Resources))
+		for _, res := range r.Resources {
+			if res.TTL != nil {
+				bb.AddResource(wire.WrappedAny(res.Name, res.Any, res.TTL))
+			} else {
+				bb.AddResource(res.Any)
+			}
 		}
-	}
-	b := wire.NewBody(bb.Finish(r.TypeURL))
-	r.wrapped.Store(&b)
-	return b
+		return wire.NewBody(bb.Finish(r.TypeURL))
+	})
+}
+
+// superseded stops keeping the full-state bodies: the shard has a newer
+// version (see keptBody.release). Called under Class.mu.
+func (r *Response) superseded() {
+	r.body.release()
+	r.deltaFull.release()
+	r.wrapped.release()
 }
 
 // Heartbeat is a TTL refresh of some resources of a shard version, from the
@@ -257,14 +259,10 @@ func (r *Response) DeltaBody() wire.Body {
 // DeltaFullBody is the nonce-less DeltaDiscoveryResponse carrying every
 // resource of this version: built on first use, then shared by every delta
 // stream that starts from nothing (a reconnect storm encodes it once), and
-// with every shard, of any class, whose version encodes the same bytes.
+// with every shard, of any class, whose version encodes the same bytes;
+// kept like Body.
 func (r *Response) DeltaFullBody() wire.Body {
-	if p := r.deltaFull.Load(); p != nil {
-		return *p
-	}
-	b := deltaFullBodyOf(r)
-	r.deltaFull.Store(&b)
-	return b
+	return r.deltaFull.get(func() wire.Body { return deltaFullBodyOf(r) })
 }
 
 // EncodeDelta builds a nonce-less DeltaDiscoveryResponse from resources'

@@ -35,8 +35,7 @@ type table struct {
 	// tell about (see markPending), each waiting as its pendingName says.
 	pending pendingNames
 
-	resources map[string]*Resource
-	sorted    []string          // sorted keys of resources; nil when stale
+	resources resIndex
 	aliases   map[string]string // alias -> resource name (delta upstreams' Resource.aliases)
 
 	shards    map[Key][]*Shard // a slice only to survive hash collisions
@@ -45,16 +44,15 @@ type table struct {
 	// namePayload is the sum of nameBytes over byName: the union's names
 	// as the upstream request carries them (see Limits).
 	namePayload int
-	// The most entries byName, resources and pending held since they were
-	// last sized (see compact).
-	byNamePeak, resourcesPeak, pendingPeak int
+	// The most entries byName and pending held since they were last sized
+	// (see compact).
+	byNamePeak, pendingPeak int
 }
 
 func newTable(typeURL string) *table {
 	return &table{
 		typeURL:   typeURL,
 		fullState: FullState(typeURL),
-		resources: map[string]*Resource{},
 		aliases:   map[string]string{},
 		shards:    map[Key][]*Shard{},
 		byName:    map[string]map[*Shard]struct{}{},
@@ -69,13 +67,6 @@ func newTable(typeURL string) *table {
 // for names that do not exist; until then, answering a full-state request
 // without a name would tell a client holding it that it was deleted.
 const PendingGrace = 2 * time.Second
-
-func (t *table) sortedNames() []string {
-	if t.sorted == nil {
-		t.sorted = slices.Sorted(maps.Keys(t.resources))
-	}
-	return t.sorted
-}
 
 // interest is the union of every shard's subscription.
 func (t *table) interest() Subscription {
@@ -170,7 +161,6 @@ const compactMin = 1024
 // 100,000 names leaves, the table would hold their room for good.
 func (t *table) compact() {
 	t.byName = shrink(t.byName, &t.byNamePeak)
-	t.resources = shrink(t.resources, &t.resourcesPeak)
 	t.pending = shrink(t.pending, &t.pendingPeak)
 }
 
@@ -244,12 +234,13 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 	// request is still to be sent), the upstream keeps current only what
 	// it was asked for: a delta upstream told to forget the rest answers a
 	// later wildcard without them and never reports their deletion.
-	for name, r := range t.resources {
+	for r := range t.resources.all {
 		if !t.needed(r, sub) {
-			t.drop(name)
-			dropped = append(dropped, name)
+			t.drop(r.Name)
+			dropped = append(dropped, r.Name)
 		}
 	}
+	t.resources.settle()
 	return deadline, dropped
 }
 
@@ -278,7 +269,7 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 		if seen != nil {
 			seen[r.Name] = struct{}{}
 		}
-		old, ok := t.resources[r.Name]
+		old, ok := t.resources.get(r.Name)
 		if ok && old.sameAs(r) {
 			continue
 		}
@@ -286,10 +277,8 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 		if ok {
 			changed = append(changed, t.unindexAliases(old)...)
 			t.unhold(old)
-		} else {
-			t.sorted = nil
 		}
-		t.resources[r.Name] = r
+		t.resources.put(r)
 		t.pending.told(r.Name) // the upstream has told about it: no longer pending
 		for _, a := range r.Aliases {
 			t.aliases[a] = r.Name
@@ -297,9 +286,9 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 		changed = append(changed, r.Name)
 		changed = append(changed, r.Aliases...)
 	}
-	t.resourcesPeak = max(t.resourcesPeak, len(t.resources))
-	if !replace || seen == nil && len(t.resources) == len(update) {
+	if !replace || seen == nil && t.resources.len() == len(update) {
 		// Distinct names, every one of them held: none held is absent.
+		t.resources.settle()
 		return changed
 	}
 	if seen == nil {
@@ -309,11 +298,12 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 			seen[r.Name] = struct{}{}
 		}
 	}
-	for name := range t.resources {
-		if _, ok := seen[name]; !ok {
-			changed = append(changed, t.drop(name)...)
+	for r := range t.resources.all {
+		if _, ok := seen[r.Name]; !ok {
+			changed = append(changed, t.drop(r.Name)...)
 		}
 	}
+	t.resources.settle()
 	return changed
 }
 
@@ -335,13 +325,12 @@ func putNameSet(m map[string]struct{}) {
 
 // drop deletes a resource; it returns the names shards may know it by.
 func (t *table) drop(name string) []string {
-	r, ok := t.resources[name]
+	r, ok := t.resources.get(name)
 	if !ok {
 		return nil
 	}
-	delete(t.resources, name)
+	t.resources.remove(name)
 	t.unhold(r)
-	t.sorted = nil
 	return append(t.unindexAliases(r), name)
 }
 
@@ -356,11 +345,11 @@ func (t *table) unindexAliases(r *Resource) []string {
 
 // resource finds a resource by name or alias.
 func (t *table) resource(name string) (*Resource, bool) {
-	if r, ok := t.resources[name]; ok {
+	if r, ok := t.resources.get(name); ok {
 		return r, true
 	}
 	if n, ok := t.aliases[name]; ok {
-		return t.resources[n], true
+		return t.resources.get(n)
 	}
 	return nil, false
 }

@@ -24,14 +24,12 @@ func (t *table) rebuild(s *Shard) bool {
 		return false // nor one lacking a name the pending wildcard's answer will tell of
 	}
 	var included []*Resource
+	var outNames []string // the names of included; nil: not yet made
 	if s.Sub.Wildcard {
 		// Explicit names are already covered: the table only holds resources
-		// of the class's union interest, and a wildcard shard takes them all.
-		names := t.sortedNames()
-		included = make([]*Resource, 0, len(names))
-		for _, n := range names {
-			included = append(included, t.resources[n])
-		}
+		// of the class's union interest, and a wildcard shard takes them all:
+		// the table's sorted list and names, shared.
+		outNames, included = t.resources.sorted()
 	} else {
 		included = t.selectNames(s.Sub.Names)
 	}
@@ -61,6 +59,9 @@ func (t *table) rebuild(s *Shard) bool {
 		// Nothing to tell anyone: a SotW response would be a no-op, and with
 		// a merging source absence is not known to be deletion.
 		s.current.Store(nil)
+		if cur != nil {
+			cur.superseded()
+		}
 		return false
 	}
 	if cur != nil && cur.Sum == sum {
@@ -70,9 +71,11 @@ func (t *table) rebuild(s *Shard) bool {
 	if t.up.version != "" {
 		version = t.up.version // the upstream's, as of this content
 	}
-	outNames := make([]string, len(included))
-	for i, r := range included {
-		outNames[i] = r.Name
+	if outNames == nil {
+		outNames = make([]string, len(included))
+		for i, r := range included {
+			outNames[i] = r.Name
+		}
 	}
 	// The body is built on first use (see Response.Body).
 	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, contentSum: contentSum,
@@ -87,6 +90,9 @@ func (t *table) rebuild(s *Shard) bool {
 		next.Changed, next.Removed = diff(cur, next)
 	}
 	s.current.Store(next)
+	if cur != nil {
+		cur.superseded()
+	}
 	return true
 }
 
@@ -132,7 +138,7 @@ func (t *table) selectNames(names []string) []*Resource {
 	out := make([]*Resource, 0, len(names))
 	aliased := false
 	for _, n := range names {
-		if r, ok := t.resources[n]; ok {
+		if r, ok := t.resources.get(n); ok {
 			out = append(out, r)
 		} else if r, ok := t.resource(n); ok {
 			out = append(out, r)

@@ -79,6 +79,7 @@ func main() {
 	heapDir := flag.String("heap-profile", "", "write the relay's heap profile (/debug/pprof/heap?gc=1 on its admin port), taken once every client holds the update, to DIR/heap-CLASSESc-Nn.pb.gz")
 	cpuDir := flag.String("cpu-profile", "", "write the relay's CPU profile (/debug/pprof/profile on its admin port), taken from just before the update for --cpu-profile-for, to DIR/cpu-CLASSESc-Nn.pb.gz")
 	cpuFor := flag.Duration("cpu-profile-for", 3*time.Second, "how long --cpu-profile samples (whole seconds); an idle relay adds next to no samples")
+	heapWait := flag.Duration("heap-wait", 0, "with --heap-profile: wait this long after every client holds the update before taking it (responses keep their bodies shard.BodyKeepAlive after last use)")
 	delta := flag.Bool("delta", false, "clients speak incremental (delta) xDS instead of state of the world")
 	service := flag.String("service", bench.ServiceADS, "gRPC service the clients use: ads (aggregated) or cds (ClusterDiscoveryService); direct serves ads only")
 	perConn := flag.Int("streams-per-conn", 1, "client streams sharing one gRPC connection (tcp: must be 1); the relay allows 100 by default (limits.max_streams_per_connection)")
@@ -161,6 +162,7 @@ func main() {
 				cfg.Progress = terminalProgress(*quiet, name)
 				if *heapDir != "" && cfg.Target == bench.TargetRelay {
 					cfg.HeapProfile = filepath.Join(*heapDir, fmt.Sprintf("heap-%dc-%dn.pb.gz", classes, n))
+					cfg.HeapProfileWait = *heapWait
 				}
 				if *cpuDir != "" && cfg.Target == bench.TargetRelay {
 					cfg.CPUProfile, cfg.CPUProfileFor = filepath.Join(*cpuDir, fmt.Sprintf("cpu-%dc-%dn.pb.gz", classes, n)), *cpuFor
