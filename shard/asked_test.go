@@ -34,51 +34,41 @@ func TestAnswerForUnaskedNameIsDropped(t *testing.T) {
 // last asked for nothing and its table freed: it does not make a new table
 // holding b (which the upstream keeps current for nobody; deleted since, it
 // would be served to the type's next subscriber and never reported removed).
-func TestAnswerAfterTypeFreedIsDropped(t *testing.T) {
-	for _, kind := range []UpdateKind{UpdateIncremental, UpdateMerge, UpdateFull} {
-		c, _ := newTestClass(t)
-		w := &recorder{}
-		b := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
-		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
-		c.Unsubscribe(b, w)
-		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental) // nothing: the table goes
-		// The answer to [b], sent before the upstream saw the unsubscription.
-		c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("b", "1")}, Asked: true})
-		wild := c.Subscribe(edsType, NewSubscription(nil, true), w)
-		if r := wild.Current(); r != nil && r.Has("b") {
-			t.Fatalf("%v: b, from an answer to a request made before the type was freed, served to a wildcard", kind)
-		}
-		if st := c.Status(); len(st) > 0 && st[0].Resources > 0 {
-			t.Fatalf("%v: the class holds %d resources of a type asked for nothing", kind, st[0].Resources)
-		}
-	}
-}
-
-// The type's next shard comes before the late answer: the answer finds a
-// table the upstream was not asked for anything yet (conformance
-// chain-delta-unsubscribed-endpoints-star.json). It answers a request made
-// for the freed table, so it is dropped just the same; the answer to the
+// shardFirst: the type's next shard comes before the late answer, which
+// finds a table the upstream was not asked for anything yet (conformance
+// chain-delta-unsubscribed-endpoints-star.json); it answers a request made
+// for the freed table and is dropped just the same, while the answer to the
 // new table's request is kept.
-func TestAnswerBeforeNewTableAskedIsDropped(t *testing.T) {
-	for _, kind := range []UpdateKind{UpdateIncremental, UpdateMerge, UpdateFull} {
-		c, _ := newTestClass(t)
-		w := &recorder{}
-		b := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
-		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
-		c.Unsubscribe(b, w)
-		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental) // the table goes
-		wild := c.Subscribe(edsType, NewSubscription(nil, true), w)
-		// The answer to [b], sent before the upstream saw the
-		// unsubscription, arrives before the wildcard is asked.
-		c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("b", "1")}, Asked: true})
-		c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
-		c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("c", "1")}, Asked: true})
-		r := wild.Current()
-		if r == nil || !r.Has("c") {
-			t.Fatalf("%v: the answer to the wildcard was not kept: %+v", kind, r)
-		}
-		if r.Has("b") {
-			t.Fatalf("%v: b, from an answer to a request made for the freed table, served to a wildcard", kind)
+func TestAnswerAfterTypeFreedIsDropped(t *testing.T) {
+	for _, shardFirst := range []bool{false, true} {
+		for _, kind := range []UpdateKind{UpdateIncremental, UpdateMerge, UpdateFull} {
+			c, _ := newTestClass(t)
+			w := &recorder{}
+			b := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
+			c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
+			c.Unsubscribe(b, w)
+			c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental) // nothing: the table goes
+			var wild *Shard
+			if shardFirst {
+				wild = c.Subscribe(edsType, NewSubscription(nil, true), w)
+			}
+			// The answer to [b], sent before the upstream saw the unsubscription.
+			c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("b", "1")}, Asked: true})
+			if !shardFirst {
+				if st := c.Status(); len(st) > 0 && st[0].Resources > 0 {
+					t.Fatalf("%v: the class holds %d resources of a type asked for nothing", kind, st[0].Resources)
+				}
+				wild = c.Subscribe(edsType, NewSubscription(nil, true), w)
+			}
+			c.Requested(edsType, c.Interest(edsType), kind == UpdateIncremental)
+			c.ApplyUpdate(edsType, Update{Kind: kind, Resources: []*Resource{res("c", "1")}, Asked: true})
+			r := wild.Current()
+			if r == nil || !r.Has("c") {
+				t.Fatalf("%v (shard first: %v): the answer to the wildcard was not kept: %+v", kind, shardFirst, r)
+			}
+			if r.Has("b") {
+				t.Fatalf("%v (shard first: %v): b, from an answer to a request made for the freed table, served to a wildcard", kind, shardFirst)
+			}
 		}
 	}
 }
