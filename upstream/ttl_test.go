@@ -317,13 +317,22 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	if cur := wild.Current(); cur != nil {
 		t.Fatalf("wildcard shard served %v before the upstream answered the wildcard", cur.Names)
 	}
+	heartbeatIsNoAnswer(t, ss, wild, "v1", "b")
+}
+
+// heartbeatIsNoAnswer sends a heartbeat-only response for cluster a, which
+// must leave sh unserved (it is no answer: serving sh would tell its
+// clients that what it lacks was deleted), then an answer at version of a
+// and other, which sh must then serve.
+func heartbeatIsNoAnswer(t *testing.T, ss *scriptedStream, sh *shard.Shard, version, other string) {
+	t.Helper()
 	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	if cur := wild.Current(); cur != nil {
-		t.Fatalf("a heartbeat-only response answered the wildcard: the wildcard shard serves %v as the complete CDS state", cur.Names)
+	if cur := sh.Current(); cur != nil {
+		t.Fatalf("a heartbeat-only response answered: the shard serves %v", cur.Names)
 	}
-	sendACKed(t, ss, "v1", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), xdstest.MustAny(t, &clusterv3.Cluster{Name: "b"}))
-	if got := names(wild); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("wildcard shard after the real answer: %v, want [a b]", got)
+	sendACKed(t, ss, version, "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), xdstest.MustAny(t, &clusterv3.Cluster{Name: other}))
+	if got, want := names(sh), []string{"a", other}; !slices.Equal(got, want) {
+		t.Fatalf("shard after the real answer: %v, want %v", got, want)
 	}
 }
 
@@ -343,14 +352,7 @@ func TestTTLSotWHeartbeatDoesNotResolvePending(t *testing.T) {
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a", "c"}) {
 		t.Fatalf("request %v, want CDS [a c]", r)
 	}
-	sendACKed(t, ss, "v1", "n2", wrap(t, "a", nil, 30*time.Second))
-	if cur := both.Current(); cur != nil {
-		t.Fatalf("a heartbeat-only response resolved the pending name c: the shard serves %v (c deleted for its clients)", cur.Names)
-	}
-	sendACKed(t, ss, "v2", "n3", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second), xdstest.MustAny(t, &clusterv3.Cluster{Name: "c"}))
-	if got := names(both); !slices.Equal(got, []string{"a", "c"}) {
-		t.Fatalf("shard after the answer: %v, want [a c]", got)
-	}
+	heartbeatIsNoAnswer(t, ss, both, "v2", "c")
 }
 
 // newSotwClass starts a SotW upstream client and returns a class with no

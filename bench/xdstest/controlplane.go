@@ -445,14 +445,7 @@ func listenRetry(addr string, timeout time.Duration) (net.Listener, error) {
 // to any free port when the range cannot be read or nothing below it is free.
 func listenOutsideEphemeral() (net.Listener, error) {
 	const first = 10000 // well above the ports services commonly use
-	low := 32768        // Linux's default start of the ephemeral range
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
+	low := ephemeralPortStart()
 	for range 50 { // bounded: each try is one bind
 		if low <= first {
 			break
@@ -463,6 +456,19 @@ func listenOutsideEphemeral() (net.Listener, error) {
 		}
 	}
 	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// ephemeralPortStart is the first port of the kernel's ephemeral range
+// (Linux's default when it cannot be read).
+func ephemeralPortStart() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // Restart is Down then Up: every stream ends and clients reconnect to the

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -102,5 +103,28 @@ func TestCA(t *testing.T) {
 	}
 	if err := handshake(bad); err == nil {
 		t.Error("client of another CA: accepted")
+	}
+}
+
+// A control plane listens below the ephemeral port range, so Up can take
+// its port again after Down: an outgoing connection could otherwise take it
+// as its local port meanwhile (the conformance engine's "listen again:
+// address already in use", once in 90,000 schedules).
+func TestControlPlanePortOutsideEphemeralRange(t *testing.T) {
+	low := ephemeralPortStart()
+	if low <= 10000 {
+		t.Skipf("the ephemeral range starts at %d: no room below it", low)
+	}
+	cp, err := StartControlPlane(CPOptions{Cache: Snapshot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	_, p, _ := net.SplitHostPort(cp.Addr)
+	if port, _ := strconv.Atoi(p); port >= low {
+		t.Fatalf("control plane on port %d, inside the ephemeral range from %d", port, low)
+	}
+	if err := cp.Restart(); err != nil {
+		t.Fatalf("restart on its port: %v", err)
 	}
 }
