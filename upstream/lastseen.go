@@ -19,7 +19,7 @@ import (
 // would take three times that for every class. Owned by the validator's
 // caller.
 type lastSeen struct {
-	table []*shard.Resource // linear probing by Hash; a power of two ≥ 2 × entries; nil: empty
+	table []*shard.Resource // linear probing by Hash; a power of two ≥ 4/3 × entries; nil: empty
 	met   []uint64          // bit per table slot: met in the response being validated
 }
 
@@ -31,7 +31,7 @@ const maxChanged = 8
 // reset indexes resources (the plain ones) afresh.
 func (ls *lastSeen) reset(resources []*shard.Resource) {
 	size := 8
-	for size < 2*len(resources) {
+	for 3*size < 4*len(resources) { // load at most 3/4: linear probing stays short
 		size *= 2
 	}
 	if len(ls.table) < size || len(ls.table) > 4*size {
