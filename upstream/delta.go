@@ -116,12 +116,8 @@ func (ds *deltaSession) syncInterest() error {
 // go-control-plane forgot what it sent for the name and, were the resource
 // deleted since, would never say so to a "+[name]". The new stream's first
 // request claims it in initial_resource_versions instead.
-//
-// resent: a SotW stream's upstream believes it sent the name already (see
-// resubscribe.go); the new stream's first request claims no version.
 type claimRestart struct {
 	typeURL, name string
-	resent        bool
 }
 
 func (e *claimRestart) Error() string {

@@ -41,12 +41,6 @@ type sotwTypeState struct {
 	silence  *time.Timer
 	silentAt time.Time
 
-	// Names of a type whose answers are not the full state (see
-	// resubscribe.go): sent, what the upstream sent on this stream and is
-	// still asked for; unasked, what it sent and was dropped since the
-	// type's last answer. Nil when empty.
-	sent, unasked map[string]struct{}
-
 	// A reply (a NACK, or a storm's ACK) waiting to be sent; nil if none.
 	deferred *time.Timer
 	replyAt  time.Time      // when the deferred reply is due
@@ -150,9 +144,6 @@ func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscr
 		delete(ss.versions, typeURL)
 		return &wildcardRestart{typeURL: typeURL}
 	}
-	if err := ts.resubscribed(typeURL, want); err != nil {
-		return err
-	}
 	req := &discoverygrpc.DiscoveryRequest{
 		TypeUrl:       typeURL,
 		VersionInfo:   ss.versions[typeURL],
@@ -245,9 +236,6 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 			// keeps only what was last asked for (shard's keepAsked).
 			ss.drops.Add(drop.UpstreamUnsubscribed)
 		}
-	}
-	if !heartbeatOnly {
-		ts.answeredNames(resp.TypeURL, resources)
 	}
 	u := shard.Update{Kind: kind, Resources: resources, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true}
 	if ss.valid.passVersions {

@@ -78,10 +78,8 @@ const (
 	// (SotW: the legacy form exists only before names; delta: the new
 	// stream's first request declares what the relay holds).
 	RestartWildcard RestartReason = iota
-	// RestartClaim: a name subscribed again that the class held across its
-	// unsubscription, claimed in initial_resource_versions (delta), or that
-	// the upstream sent, then was dropped and asked for again before the
-	// type's next answer (SotW, resubscribe.go).
+	// RestartClaim (delta): a name subscribed again that the class held
+	// across its unsubscription, claimed in initial_resource_versions.
 	RestartClaim
 	// RestartNamesIgnored (SotW): the upstream left a named request
 	// unanswered; the type is asked for as the wildcard (fallback.go).
@@ -215,13 +213,9 @@ func (s *classStream) run(ctx context.Context) {
 		var reason RestartReason
 		switch {
 		case errors.As(err, &claim):
-			// Not a failure: the new stream claims what the class holds,
-			// or (SotW) asks afresh for what the upstream thinks it sent.
-			msg := "restarting the upstream stream to claim a resource held across an unsubscription"
-			if claim.resent {
-				msg = "restarting the upstream stream to be sent again a resource dropped and asked for again before an answer"
-			}
-			s.log.Info(msg, zap.String("type_url", claim.typeURL), zap.String("name", claim.name))
+			// Not a failure: the new stream claims what the class holds.
+			s.log.Info("restarting the upstream stream to claim a resource held across an unsubscription",
+				zap.String("type_url", claim.typeURL), zap.String("name", claim.name))
 			reason = RestartClaim
 		case errors.As(err, &restart) && restart.namesIgnored:
 			// Logged (per type) by the fallback.
