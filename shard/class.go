@@ -161,7 +161,7 @@ func (c *Class) removeShardLocked(s *Shard) {
 // the upstream was never asked for the type or was last asked for nothing.
 // A type's next subscription starts a new table, as its first did.
 func (c *Class) freeIfIdle(t *table) {
-	if len(t.shards) == 0 && t.resources.len() == 0 && len(t.pending) == 0 && t.up.askedForNothing() &&
+	if len(t.shards) == 0 && t.resources.len() == 0 && len(t.pending) == 0 && len(t.shadowed) == 0 && t.up.askedForNothing() &&
 		c.tables[t.typeURL] == t {
 		delete(c.tables, t.typeURL)
 	}
@@ -181,19 +181,27 @@ func (c *Class) freeIfIdle(t *table) {
 // kept, though the upstream was told to forget it: an incremental upstream
 // must be asked for it again in a way that says the class holds it.
 func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) (dropped []string) {
+	now := time.Now()
+	var ts tells
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if sub.Empty() && c.tables[typeURL] == nil {
+		c.mu.Unlock()
 		return nil // nothing asked of a type the class holds nothing of
 	}
 	t := c.table(typeURL)
-	deadline, dropped := t.setRequested(sub, incremental, time.Now())
+	deadline, dropped, restored := t.setRequested(sub, incremental, now)
 	if !deadline.IsZero() {
 		// The timer's goroutine only takes the class lock and returns.
 		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
 	}
+	if len(restored) > 0 {
+		c.rebuildLocked(context.Background(), t, t.affected(restored), now, &ts)
+	}
 	t.compact()
 	c.freeIfIdle(t)
+	c.takeTurnLocked(&ts)
+	c.mu.Unlock()
+	ts.tellOutside()
 	return dropped
 }
 

@@ -37,6 +37,9 @@ type table struct {
 
 	resources resIndex
 	aliases   map[string]string // alias -> resource name (delta upstreams' Resource.aliases)
+	// shadowed: resources dropped that the upstream may believe held, by
+	// name (see shadow.go); nil when none.
+	shadowed map[string]*Resource
 
 	shards    map[Key][]*Shard // a slice only to survive hash collisions
 	byName    map[string]map[*Shard]struct{}
@@ -180,21 +183,24 @@ func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
 // setRequested records what the upstream was asked for and drops resources
 // it will no longer keep current: those neither requested nor in the
 // current interest. A wildcard requested anew is awaited until the next
-// answer, so wildcard shards are not served a partial state meanwhile. It
-// returns the earliest grace deadline it started (zero: none) and the names
-// of the resources it dropped.
-func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) (deadline time.Time, dropped []string) {
+// answer, so wildcard shards are not served a partial state meanwhile.
+// Shadowed resources sub asks for again are held again (see shadow.go). It
+// returns the earliest grace deadline it started (zero: none), the names of
+// the resources it dropped, and the names shards may know the restored ones
+// by.
+func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) (deadline time.Time, dropped, restored []string) {
 	prevRequested := t.up.requested
 	// A wildcard re-asked and dropped before its answer came: the names
 	// it covered were not pending (asking the wildcard cleared them), and
 	// no answer of it will serve the named shards that lack them.
 	wildcardUnanswered := t.up.wildcardAwaited() && !sub.Wildcard
 	t.up.ask(sub, incremental)
+	restored = t.restoreShadowed(sub)
 	if sub.Wildcard {
 		// A wildcard answer is complete: nothing is pending by name.
 		t.pendingPeak = max(t.pendingPeak, len(t.pending))
 		clear(t.pending)
-		return time.Time{}, nil
+		return time.Time{}, nil, restored
 	}
 	if t.namesAwaitAnswer() {
 		// Names asked for by this request, not held and not asked before
@@ -228,7 +234,7 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 		}
 	}
 	if len(t.wildcards) > 0 && sub.Wildcard {
-		return deadline, nil
+		return deadline, nil, restored
 	}
 	// Without the wildcard asked (a wildcard shard may be subscribed whose
 	// request is still to be sent), the upstream keeps current only what
@@ -236,12 +242,13 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 	// later wildcard without them and never reports their deletion.
 	for r := range t.resources.all {
 		if !t.needed(r, sub) {
+			t.shadow(r)
 			t.drop(r.Name)
 			dropped = append(dropped, r.Name)
 		}
 	}
 	t.resources.settle()
-	return deadline, dropped
+	return deadline, dropped, restored
 }
 
 // lookup finds the shard for sub, if one exists.
@@ -367,9 +374,12 @@ func (t *table) keepAsked(resources []*Resource) []*Resource {
 	for i, r := range resources {
 		if !t.up.askedFor(r) {
 			kept := slices.Clone(resources[:i])
+			t.shadow(r) // the upstream believes the class holds what it sent
 			for _, r := range resources[i+1:] {
 				if t.up.askedFor(r) {
 					kept = append(kept, r)
+				} else {
+					t.shadow(r)
 				}
 			}
 			return kept

@@ -178,6 +178,11 @@ func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscr
 		ss.cancelDeferred(ts) // this request ACKs what the deferred ACK would have
 	}
 	ts.sub = want
+	if req.ResponseNonce == "" {
+		// Nothing of the type answered on this stream: the upstream
+		// believes the class holds nothing of it (shard's shadow.go).
+		ss.class.UpstreamHoldsNothing(typeURL)
+	}
 	ss.class.Requested(typeURL, want, false)
 	if err := ss.stream.SendMsg(req); err != nil {
 		return fmt.Errorf("send %s request: %w", typeURL, err)
