@@ -35,13 +35,13 @@ func (r *Resource) Same(name string, anyBytes, ttl []byte, aliases []string, ups
 
 // SameContent is Same but for the name.
 func (r *Resource) SameContent(anyBytes, ttl []byte, aliases []string, upstreamVersion string) bool {
-	return r.UpstreamVersion == upstreamVersion && bytes.Equal(r.Any, anyBytes) &&
-		bytes.Equal(r.TTL, ttl) && slices.Equal(r.Aliases, aliases)
+	return r.UpstreamVersion() == upstreamVersion && bytes.Equal(r.Any, anyBytes) &&
+		bytes.Equal(r.TTL(), ttl) && slices.Equal(r.Aliases(), aliases)
 }
 
 // sameAs reports whether r and o have the same content.
 func (r *Resource) sameAs(o *Resource) bool {
-	return r == o || r.Hash == o.Hash && r.Same(o.Name, o.Any, o.TTL, o.Aliases, o.UpstreamVersion)
+	return r == o || r.Hash == o.Hash && r.Same(o.Name, o.Any, o.TTL(), o.Aliases(), o.UpstreamVersion())
 }
 
 // SetStore makes every class created from then on hold its resources in s

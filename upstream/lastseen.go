@@ -40,7 +40,7 @@ func (ls *lastSeen) reset(resources []*shard.Resource) {
 		clear(ls.table)
 	}
 	for _, r := range resources {
-		if r.TTL != nil || len(r.Aliases) > 0 || r.UpstreamVersion != "" {
+		if !r.Plain() {
 			continue
 		}
 		i := ls.slot(r.Hash, r.Any)

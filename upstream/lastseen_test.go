@@ -59,7 +59,7 @@ func validated(t *testing.T, v *validator, b []byte) (got []string, fast bool, e
 	}
 	_, err = sc.validate(v)
 	for _, r := range sc.out {
-		got = append(got, fmt.Sprintf("%s %x ttl=%x", r.Name, r.Any, r.TTL))
+		got = append(got, fmt.Sprintf("%s %x ttl=%x", r.Name, r.Any, r.TTL()))
 	}
 	// The full path unwraps every resource into a candidate.
 	fast = err == nil && len(sc.resp.Resources) > 0 && len(sc.cands) == 0

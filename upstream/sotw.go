@@ -231,7 +231,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 		kind = shard.UpdateFull
 	}
 	for _, r := range resources {
-		if !ts.sub.Covers(r.Name, r.Aliases) {
+		if !ts.sub.Covers(r.Name, r.Aliases()) {
 			// An answer to a request the stream has since changed: the class
 			// keeps only what was last asked for (shard's keepAsked).
 			ss.drops.Add(drop.UpstreamUnsubscribed)

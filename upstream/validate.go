@@ -153,7 +153,7 @@ func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i
 			return held, nil // checked when first held
 		}
 	}
-	name := string(nameBytes)
+	name := string(nameBytes) // shared with the copied bytes by NewResource
 	var children []string
 	if msgType != nil {
 		msg := msgType.New().Interface()
@@ -166,8 +166,8 @@ func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i
 	}
 	// Copy: raw aliases the whole received message, which must not stay
 	// pinned by the one resource that outlives it.
-	return &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash,
-		UpstreamVersion: upstreamVersion, Children: children}, nil
+	rare := shard.NewRare(slices.Clone(c.aliases), bytes.Clone(c.ttl), upstreamVersion)
+	return shard.NewResource(name, bytes.Clone(c.raw), hash, rare, children), nil
 }
 
 func shortType(typeURL string) string {

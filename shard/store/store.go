@@ -71,7 +71,7 @@ func (s *Store) Acquire(r *shard.Resource) *shard.Resource {
 	defer p.mu.Unlock()
 	head := p.byHash[r.Hash]
 	for e := head; e != nil; e = e.next {
-		if e.r == r || e.r.Same(r.Name, r.Any, r.TTL, r.Aliases, r.UpstreamVersion) {
+		if e.r == r || e.r.Same(r.Name, r.Any, r.TTL(), r.Aliases(), r.UpstreamVersion()) {
 			e.refs++
 			return e.r
 		}
@@ -133,4 +133,4 @@ func (p *part) compact() {
 // Counts returns the number of resources held and their Any and TTL bytes.
 func (s *Store) Counts() (resources, bytes int64) { return s.resources.Load(), s.bytes.Load() }
 
-func size(r *shard.Resource) int64 { return int64(len(r.Any) + len(r.TTL)) }
+func size(r *shard.Resource) int64 { return int64(len(r.Any) + len(r.TTL())) }

@@ -56,9 +56,9 @@ func TestAcquireKeepsDistinctContent(t *testing.T) {
 	base := res("x", "1")
 	variants := map[string]*shard.Resource{
 		"bytes":   res("x", "2"),
-		"ttl":     {Name: "x", Any: base.Any, TTL: []byte{8, 1}, Hash: dedup.ResourceHashFull(base.Any, []byte{8, 1}, nil)},
-		"aliases": {Name: "x", Any: base.Any, Aliases: []string{"y"}, Hash: dedup.ResourceHashFull(base.Any, nil, []string{"y"})},
-		"version": {Name: "x", Any: base.Any, UpstreamVersion: "v2", Hash: dedup.WithVersion(base.Hash, "v2")},
+		"ttl":     {Name: "x", Any: base.Any, Rare: shard.NewRare(nil, []byte{8, 1}, ""), Hash: dedup.ResourceHashFull(base.Any, []byte{8, 1}, nil)},
+		"aliases": {Name: "x", Any: base.Any, Rare: shard.NewRare([]string{"y"}, nil, ""), Hash: dedup.ResourceHashFull(base.Any, nil, []string{"y"})},
+		"version": {Name: "x", Any: base.Any, Rare: shard.NewRare(nil, nil, "v2"), Hash: dedup.WithVersion(base.Hash, "v2")},
 	}
 	for what, v := range variants {
 		t.Run(what, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestAcquireKeepsDistinctContent(t *testing.T) {
 			if got := s.Acquire(v); got != v {
 				t.Fatalf("Acquire of other %s = %p, want itself %p", what, got, v)
 			}
-			wantCounts(t, s, 2, int64(2*len(base.Any)+len(v.TTL)))
+			wantCounts(t, s, 2, int64(2*len(base.Any)+len(v.TTL())))
 		})
 	}
 }
