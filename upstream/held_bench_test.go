@@ -48,8 +48,8 @@ func classResponse(tb testing.TB, w bench.Workload, k int) []byte {
 // upstream stream does, and applied), each class watched by a wildcard
 // SotW shard whose body is not built (as once released, see
 // shard.BodyKeepAlive). What is held then: the store's distinct resources,
-// the classes' tables, indexes, shards and responses, and each validator's
-// index of its last response (lastSeen). Reported against the distinct
+// the classes' tables, indexes, shards and responses, and whatever each
+// class's validator keeps between responses. Reported against the distinct
 // resources' encoded bytes (bench.Workload.StateBytes). Run it once:
 // -benchtime 1x.
 func BenchmarkHeldForClasses(b *testing.B) {
@@ -63,16 +63,12 @@ func BenchmarkHeldForClasses(b *testing.B) {
 		acquire := storeClasses(b)
 		valid := make([]*validator, w.Classes)
 		classes := make([]*shard.Class, w.Classes)
-		var lastSeen int64
 		for k := range w.Classes {
 			resp := classResponse(b, w, k)
 			classes[k] = acquire(fmt.Sprint("k", k))
 			watchAll(b, classes[k])
 			valid[k] = &validator{store: classes[k].Store()}
 			apply(b, valid[k], classes[k], resp)
-			for _, ls := range valid[k].last {
-				lastSeen += int64(8*cap(ls.table) + 8*cap(ls.met))
-			}
 		}
 		held := liveHeap() - before
 		for _, c := range classes {
@@ -83,7 +79,6 @@ func BenchmarkHeldForClasses(b *testing.B) {
 		}
 		b.ReportMetric(float64(unique)/1e6, "unique-MB")
 		b.ReportMetric(float64(held)/1e6, "held-MB")
-		b.ReportMetric(float64(lastSeen)/1e6, "lastSeen-MB")
 		b.ReportMetric(float64(held)/float64(unique), "held/unique")
 		runtime.KeepAlive(valid)
 		runtime.KeepAlive(classes)

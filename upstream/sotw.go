@@ -78,10 +78,8 @@ func (ss *sotwSession) syncInterest() error {
 		want := ss.class.Interest(typeURL)
 		if want.Empty() {
 			// Nothing wanted: a later interest by name is asked by name
-			// again (and falls back again only if ignored again), and the
-			// type's last response need not be remembered.
+			// again (and falls back again only if ignored again).
 			delete(ss.namesIgnored, typeURL)
-			ss.valid.forget(typeURL)
 		}
 		ts := ss.types[typeURL]
 		if ts == nil {

@@ -30,8 +30,9 @@ func reject(format string, args ...any) error {
 // relay already holds (in the class's store, for this class or another) is
 // not decoded again: the held resource, with the children recorded when it
 // was first decoded, is used instead of a copy, and finding it allocates
-// nothing. A SotW resource the type's last response carried too is found
-// by its hash and bytes alone (see sotwFast). Not safe for concurrent use.
+// nothing. A SotW resource held as it is (the type's last response
+// carried it too, or another class's) is found by its hash and bytes
+// alone (see sotwFast). Not safe for concurrent use.
 type validator struct {
 	// Read-only after creation.
 	// passVersions: a resource keeps the upstream's version (candidate
@@ -40,10 +41,6 @@ type validator struct {
 	// store holds the resources of every class (nil: none is shared, each
 	// resource is decoded and copied).
 	store shard.ResourceStore
-
-	// Owned by the caller: per type URL, the resources of its last SotW
-	// response that passed (see sotwFast).
-	last map[string]*lastSeen
 }
 
 func newValidator() *validator { return &validator{} }

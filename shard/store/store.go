@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,26 @@ func (s *Store) Lookup(hash uint64, name []byte, anyBytes, ttl []byte, aliases [
 		}
 	}
 	return nil
+}
+
+// LookupPlain sets out[i] to the held plain resource of hash hashes[i]
+// and Any bytes raws[i], when there is one; see shard.ResourceStore.
+func (s *Store) LookupPlain(hashes []uint64, raws [][]byte, out []*shard.Resource) (found int) {
+	for i, hash := range hashes {
+		p := s.part(hash)
+		p.mu.Lock()
+		if p.n > 0 {
+			for j := p.home(hash); p.held[j] != nil; j = p.next(j) {
+				if r := p.held[j]; r.Hash == hash && r.Plain() && bytes.Equal(r.Any, raws[i]) {
+					out[i] = r
+					found++
+					break
+				}
+			}
+		}
+		p.mu.Unlock()
+	}
+	return found
 }
 
 // Acquire takes a reference on the held resource of r's content (r itself
