@@ -65,7 +65,6 @@ func (sc *sotwScratch) release() {
 	clear(sc.cands[:cap(sc.cands)])
 	sc.cands = sc.cands[:0]
 	clear(sc.seen)
-	clear(sc.met.slots)
 	clear(sc.out[:cap(sc.out)])
 	sc.out = sc.out[:0]
 	sotwScratches.Put(sc)

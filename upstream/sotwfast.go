@@ -40,8 +40,8 @@ func (v *validator) sotwFast(sc *sotwScratch) bool {
 		return false
 	}
 	sc.met.reset(found)
-	for _, r := range out {
-		if r != nil && !sc.met.add(r) {
+	for i, r := range out {
+		if r != nil && !sc.met.add(out, i) {
 			return false // the same resource twice
 		}
 	}
@@ -73,33 +73,34 @@ func (v *validator) sotwFast(sc *sotwScratch) bool {
 	return true
 }
 
-// resourceSet is a set of resources, by identity: an open-addressed table
-// probed from their Hash. Reset for each response; pooled with its
-// scratch.
-type resourceSet struct{ slots []*shard.Resource }
+// resourceSet is a set of the resources of a response's list, by identity:
+// an open-addressed table of their positions in it (plus one; 0: empty),
+// probed from their Hash, at most 3/4 full. Reset for each response;
+// pooled with its scratch.
+type resourceSet struct{ slots []int32 }
 
 // reset empties the set, with room for n resources.
 func (s *resourceSet) reset(n int) {
 	size := 16
-	for size < 2*n {
+	for 3*size < 4*n {
 		size *= 2
 	}
 	if len(s.slots) < size || len(s.slots) > 4*size {
-		s.slots = make([]*shard.Resource, size)
+		s.slots = make([]int32, size)
 		return
 	}
 	clear(s.slots)
 }
 
-// add puts r in the set and reports whether it was not in it.
-func (s *resourceSet) add(r *shard.Resource) bool {
-	mask := len(s.slots) - 1
-	for i := int(r.Hash) & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case nil:
-			s.slots[i] = r
+// add puts list[i] in the set and reports whether it was not in it.
+func (s *resourceSet) add(list []*shard.Resource, i int) bool {
+	r, mask := list[i], len(s.slots)-1
+	for j := int(r.Hash) & mask; ; j = (j + 1) & mask {
+		switch p := s.slots[j]; {
+		case p == 0:
+			s.slots[j] = int32(i + 1)
 			return true
-		case r:
+		case list[p-1] == r:
 			return false
 		}
 	}
