@@ -5,9 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/xds-relay/xds-relay/bench"
 	"github.com/xds-relay/xds-relay/shard"
@@ -26,19 +24,11 @@ func liveHeap() int64 {
 // classResponse is class k's encoded CDS response of w.
 func classResponse(tb testing.TB, w bench.Workload, k int) []byte {
 	tb.Helper()
-	resp := &discoveryv3.DiscoveryResponse{VersionInfo: "v1", TypeUrl: clusterType, Nonce: "1"}
-	for i := range w.Clusters {
-		a, err := anypb.New(w.Cluster(k, i, false))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		resp.Resources = append(resp.Resources, a)
+	order := make([]int, w.Clusters)
+	for i := range order {
+		order[i] = i
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(resp)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
+	return encodeCDS(tb, "v1", order, func(i int) *clusterv3.Cluster { return w.Cluster(k, i, false) })
 }
 
 // BenchmarkHeldForClasses measures what issue 14's memory target counts,
