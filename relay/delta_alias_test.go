@@ -16,7 +16,7 @@ import (
 func aliased(t *testing.T, name string, domain string, aliases ...string) *shard.Resource {
 	t.Helper()
 	r := encode(t, name, &routev3.VirtualHost{Name: name, Domains: []string{domain}})
-	r.Aliases = aliases
+	r.Rare = shard.NewRare(aliases, nil, "")
 	r.Hash = dedup.ResourceHashFull(r.Any, nil, aliases)
 	return r
 }

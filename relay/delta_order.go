@@ -75,10 +75,10 @@ func (g *removalGate) hold(name string) bool {
 		return false
 	}
 	r, ok := g.parent.base.Lookup(name)
-	if !ok || !g.childHeld(r.Children) {
+	if !ok || !g.childHeld(r.Children()) {
 		return false
 	}
-	h = heldRemoval{until: g.now.Add(g.wait), children: r.Children}
+	h = heldRemoval{until: g.now.Add(g.wait), children: r.Children()}
 	if g.parent.holds == nil {
 		g.parent.holds = map[string]heldRemoval{}
 	}

@@ -267,7 +267,7 @@ func (d *deltaTypeSub) overridden(r *shard.Resource) (override, bool) {
 	if ok && o.owed() {
 		return o, true
 	}
-	for _, a := range r.Aliases {
+	for _, a := range r.Aliases() {
 		if ao, aok := d.over[a]; aok {
 			if ao.owed() {
 				return ao, true

@@ -27,7 +27,7 @@ func ttlBytes(t testing.TB, d time.Duration) []byte {
 
 // withTTL is r delivered with ttl: same bytes, the TTL part of the hash.
 func withTTL(r *shard.Resource, ttl []byte) *shard.Resource {
-	return &shard.Resource{Name: r.Name, Any: r.Any, TTL: ttl, Hash: dedup.ResourceHashFull(r.Any, ttl, nil)}
+	return &shard.Resource{Name: r.Name, Any: r.Any, Rare: shard.NewRare(nil, ttl, ""), Hash: dedup.ResourceHashFull(r.Any, ttl, nil)}
 }
 
 // ttlEndpoints are the TTL tests' endpoints: a, with a TTL of 30 s, and b,

@@ -80,7 +80,7 @@ func TestAnswerKeptForAskedAlias(t *testing.T) {
 	s := c.Subscribe(edsType, NewSubscription([]string{"alias"}, false), w)
 	c.Requested(edsType, c.Interest(edsType), true)
 	r := res("real", "1")
-	r.Aliases = []string{"alias"}
+	r.Rare = NewRare([]string{"alias"}, nil, "")
 	c.ApplyUpdate(edsType, Update{Kind: UpdateIncremental, Resources: []*Resource{r}})
 	if got := s.Current(); got == nil || !got.Has("real") {
 		t.Fatalf("[alias] = %+v, want the resource it aliases", got)

@@ -105,7 +105,7 @@ func deltaFullBodyOf(r *Response) wire.Body {
 	return bodies.share(k, func(b wire.Body) bool {
 		c := wire.CheckBody(b, r.Version)
 		for _, res := range r.Resources {
-			c.AddDeltaResource(res.Name, res.Version(), res.Aliases, res.Any, res.TTL)
+			c.AddDeltaResource(res.Name, res.Version(), res.Aliases(), res.Any, res.TTL())
 		}
 		return c.Finish(r.TypeURL)
 	}, func() wire.Body { return EncodeDelta(r.TypeURL, r.Version, r.Resources, nil) })

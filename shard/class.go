@@ -10,8 +10,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/xds-relay/xds-relay/dedup"
 )
 
 // Class is one node class: the resources its upstream sent, per type URL, and
@@ -311,16 +309,11 @@ func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells
 		r, ok := t.resources.get(hb.Name)
 		switch {
 		case !ok:
-		case !bytes.Equal(r.TTL, hb.TTL):
+		case !bytes.Equal(r.TTL(), hb.TTL):
 			// A new TTL is a new version of the resource (spec: the TTL is
 			// updated by re-sending the resource with it), so every client,
 			// including later ones, gets it.
-			h := dedup.ResourceHashFull(r.Any, hb.TTL, r.Aliases)
-			if r.UpstreamVersion != "" {
-				h = dedup.WithVersion(h, r.UpstreamVersion)
-			}
-			resources = append(resources, &Resource{Name: r.Name, Aliases: r.Aliases, Any: r.Any, TTL: hb.TTL,
-				Hash: h, UpstreamVersion: r.UpstreamVersion, Children: r.Children})
+			resources = append(resources, r.withTTL(hb.TTL))
 		default:
 			if u.Kind == UpdateFull {
 				resources = append(resources, r) // still there, unchanged

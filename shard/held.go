@@ -18,6 +18,12 @@ type ResourceStore interface {
 	// The name is bytes, so that a caller holding them finds the resource
 	// without allocating.
 	Lookup(hash uint64, name []byte, anyBytes, ttl []byte, aliases []string, upstreamVersion string) *Resource
+	// LookupPlain sets out[i] to the held plain resource (see
+	// Resource.Plain) whose Hash is hashes[i] and whose Any is raws[i],
+	// byte for byte, leaving out[i] as it is when none is held, and returns
+	// how many it found. A SotW resource sent plain is found by its bytes
+	// alone: they hold its name. Like Lookup, it takes no reference.
+	LookupPlain(hashes []uint64, raws [][]byte, out []*Resource) (found int)
 	// Acquire takes a reference on the held resource of r's content,
 	// holding r if there is none, and returns it.
 	Acquire(r *Resource) *Resource
@@ -35,13 +41,13 @@ func (r *Resource) Same(name string, anyBytes, ttl []byte, aliases []string, ups
 
 // SameContent is Same but for the name.
 func (r *Resource) SameContent(anyBytes, ttl []byte, aliases []string, upstreamVersion string) bool {
-	return r.UpstreamVersion == upstreamVersion && bytes.Equal(r.Any, anyBytes) &&
-		bytes.Equal(r.TTL, ttl) && slices.Equal(r.Aliases, aliases)
+	return r.UpstreamVersion() == upstreamVersion && bytes.Equal(r.Any, anyBytes) &&
+		bytes.Equal(r.TTL(), ttl) && slices.Equal(r.Aliases(), aliases)
 }
 
 // sameAs reports whether r and o have the same content.
 func (r *Resource) sameAs(o *Resource) bool {
-	return r == o || r.Hash == o.Hash && r.Same(o.Name, o.Any, o.TTL, o.Aliases, o.UpstreamVersion)
+	return r == o || r.Hash == o.Hash && r.Same(o.Name, o.Any, o.TTL(), o.Aliases(), o.UpstreamVersion())
 }
 
 // SetStore makes every class created from then on hold its resources in s

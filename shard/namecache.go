@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"runtime"
 	"slices"
+	"strings"
 	"weak"
 )
 
@@ -37,8 +38,11 @@ type nameCache struct {
 // nameLists is the process-wide name list cache.
 var nameLists = &nameCache{seed: maphash.MakeSeed()}
 
-// share returns the list of sorted (which it may keep) held under its key,
-// or sorted's own, which it caches.
+// share returns the list of sorted (which it may keep and rewrite) held
+// under its key, or sorted's own, which it caches. A list it caches holds
+// copies of the names, in one block: a resource's name shares its bytes
+// (NewResource), and a list lives on for as long as the names stay, past
+// every version of the resources it was made from.
 func (c *nameCache) share(sorted []string) *nameList {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
@@ -51,6 +55,7 @@ func (c *nameCache) share(sorted []string) *nameList {
 	if l := w.Value(); l != nil && slices.Equal(l.names, sorted) { // outside the lock
 		return l
 	}
+	ownNames(sorted)
 	l := &nameList{names: sorted, slots: slotsOf(c.seed, sorted)}
 	var shared *nameList
 	e, kept := c.m.put(k, weak.Make(l), func(cur weak.Pointer[nameList]) bool {
@@ -64,6 +69,24 @@ func (c *nameCache) share(sorted []string) *nameList {
 	}
 	runtime.AddCleanup(l, c.m.forget, e)
 	return l
+}
+
+// ownNames makes names copies of themselves, in one allocation.
+func ownNames(names []string) {
+	size := 0
+	for _, n := range names {
+		size += len(n)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, n := range names {
+		b.WriteString(n)
+	}
+	block, at := b.String(), 0
+	for i, n := range names {
+		names[i] = block[at : at+len(n)]
+		at += len(n)
+	}
 }
 
 // cached reports whether the list of these names has an entry (tests).

@@ -7,54 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
-
-// Resource is one resource as the upstream sent it: its name and its encoded
-// google.protobuf.Any, kept as bytes and never re-marshaled. Immutable once
-// shared; create it by address (&Resource{...}).
-type Resource struct {
-	// Read-only after creation (once handed to a class).
-	Name    string
-	Aliases []string // other names clients may subscribe to it by (delta upstreams)
-	Any     []byte   // encoded google.protobuf.Any
-	TTL     []byte   // encoded google.protobuf.Duration, nil when the upstream set none
-	Hash    uint64   // dedup.ResourceHashFull(Any, TTL, Aliases), WithVersion(UpstreamVersion) if set
-	// UpstreamVersion is the upstream's version of the resource when the
-	// relay passes upstream versions through (a delta upstream's
-	// Resource.version; Hash then includes it); "" for the content hash.
-	UpstreamVersion string
-	// Children are the names of the resources of ChildType it refers to
-	// (a Cluster's EDS service name, a Listener's RDS route config names),
-	// recorded once per resource version by the source that decoded it;
-	// nil when none or not known.
-	Children []string
-
-	// Accessed atomically: built on first use by any stream.
-	entry atomic.Pointer[[]byte] // the delta entry
-}
-
-// Version is the resource's version: its content hash, the same on every
-// relay that received the same bytes; or the upstream's version when passed
-// through.
-func (r *Resource) Version() string {
-	if r.UpstreamVersion != "" {
-		return r.UpstreamVersion
-	}
-	return dedup.Version(r.Hash)
-}
-
-// DeltaEntry is the resource as one resources entry of a
-// DeltaDiscoveryResponse, encoded once per resource version.
-func (r *Resource) DeltaEntry() []byte {
-	if p := r.entry.Load(); p != nil {
-		return *p
-	}
-	e := wire.DeltaEntry(r.Name, r.Version(), r.Aliases, r.Any, r.TTL)
-	r.entry.Store(&e)
-	return e
-}
 
 // Response is one version of a shard's content, encoded once and shared
 // read-only by every stream of the shard. Immutable.
@@ -155,8 +109,8 @@ func (r *Response) WrappedBody() wire.Body {
 	return r.wrapped.get(func() wire.Body {
 		bb := wire.NewBodyBuilder(r.Version, r.BodyLen+64*len(r.Resources))
 		for _, res := range r.Resources {
-			if res.TTL != nil {
-				bb.AddResource(wire.WrappedAny(res.Name, res.Any, res.TTL))
+			if res.TTL() != nil {
+				bb.AddResource(wire.WrappedAny(res.Name, res.Any, res.TTL()))
 			} else {
 				bb.AddResource(res.Any)
 			}
@@ -209,7 +163,7 @@ func (h *Heartbeat) DeltaBody() wire.Body {
 	}
 	db := wire.NewDeltaBodyBuilder(h.Response.Version, 64*len(h.Resources))
 	for i, r := range h.Resources {
-		db.AddEntry(wire.DeltaEntry(r.Name, r.Version(), r.Aliases, nil, h.TTLs[i]))
+		db.AddEntry(wire.DeltaEntry(r.Name, r.Version(), r.Aliases(), nil, h.TTLs[i]))
 	}
 	b := wire.NewBody(db.Finish(h.Response.TypeURL))
 	h.delta.Store(&b)

@@ -287,11 +287,11 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 		}
 		t.resources.put(r)
 		t.pending.told(r.Name) // the upstream has told about it: no longer pending
-		for _, a := range r.Aliases {
+		for _, a := range r.Aliases() {
 			t.aliases[a] = r.Name
 		}
 		changed = append(changed, r.Name)
-		changed = append(changed, r.Aliases...)
+		changed = append(changed, r.Aliases()...)
 	}
 	if !replace || seen == nil && t.resources.len() == len(update) {
 		// Distinct names, every one of them held: none held is absent.
@@ -342,12 +342,12 @@ func (t *table) drop(name string) []string {
 }
 
 func (t *table) unindexAliases(r *Resource) []string {
-	for _, a := range r.Aliases {
+	for _, a := range r.Aliases() {
 		if t.aliases[a] == r.Name {
 			delete(t.aliases, a)
 		}
 	}
-	return r.Aliases
+	return r.Aliases()
 }
 
 // resource finds a resource by name or alias.
@@ -394,7 +394,7 @@ func (t *table) needed(r *Resource, sub Subscription) bool {
 	if _, ok := t.byName[r.Name]; ok || sub.Has(r.Name) {
 		return true
 	}
-	for _, a := range r.Aliases {
+	for _, a := range r.Aliases() {
 		if _, ok := t.byName[a]; ok || sub.Has(a) {
 			return true
 		}

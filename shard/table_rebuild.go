@@ -39,7 +39,7 @@ func (t *table) rebuild(s *Shard) bool {
 	for _, r := range included {
 		h.Add(r.Name, r.Hash)
 		size += wire.ResourceSize(len(r.Any))
-		for _, a := range r.Aliases {
+		for _, a := range r.Aliases() {
 			if aliases == nil {
 				aliases = map[string]string{}
 			}
@@ -83,7 +83,7 @@ func (t *table) rebuild(s *Shard) bool {
 		Names:   outNames, Resources: included, AbsenceKnown: t.up.absenceKnown, Unknown: unknown, Aliases: aliases,
 		UpstreamVersioned: t.up.version != ""}
 	for _, r := range included {
-		next.HasTTL = next.HasTTL || r.TTL != nil
+		next.HasTTL = next.HasTTL || r.TTL() != nil
 	}
 	if cur != nil {
 		next.HasPrev, next.PrevSum = true, cur.Sum

@@ -136,7 +136,7 @@ func (u *upstreamState) unaskedName(name string) bool {
 // by one of its aliases (or for the wildcard, or never told: every
 // resource).
 func (u *upstreamState) askedFor(r *Resource) bool {
-	return !u.reported || u.requested.Covers(r.Name, r.Aliases)
+	return !u.reported || u.requested.Covers(r.Name, r.Aliases())
 }
 
 // askedForNothing reports whether the upstream need not be told anything

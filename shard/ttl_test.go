@@ -9,7 +9,7 @@ import (
 func resTTL(name, content, ttl string) *Resource {
 	b := []byte(name + "=" + content)
 	t := []byte(ttl)
-	return &Resource{Name: name, Any: b, TTL: t, Hash: dedup.ResourceHashFull(b, t, nil)}
+	return &Resource{Name: name, Any: b, Rare: NewRare(nil, t, ""), Hash: dedup.ResourceHashFull(b, t, nil)}
 }
 
 // A TTL change is a change of the resource; a heartbeat is not, and reaches

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
@@ -23,9 +24,18 @@ import (
 func cdsResponse(tb testing.TB, clusters int, version string, changed bool, seed uint64) []byte {
 	tb.Helper()
 	w := bench.Workload{Clusters: clusters, Overlap: 1}
+	return encodeCDS(tb, version, rand.New(rand.NewPCG(seed, 0)).Perm(clusters), func(i int) *clusterv3.Cluster {
+		return w.Cluster(0, i, changed && i == 0)
+	})
+}
+
+// encodeCDS is the encoded CDS response of version of cluster(i) for each
+// i of order.
+func encodeCDS(tb testing.TB, version string, order []int, cluster func(i int) *clusterv3.Cluster) []byte {
+	tb.Helper()
 	resp := &discoveryv3.DiscoveryResponse{VersionInfo: version, TypeUrl: clusterType, Nonce: version}
-	for _, i := range rand.New(rand.NewPCG(seed, 0)).Perm(clusters) {
-		a, err := anypb.New(w.Cluster(0, i, changed && i == 0))
+	for _, i := range order {
+		a, err := anypb.New(cluster(i))
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap"
@@ -239,7 +240,14 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		// before an unsubscription reached the upstream is not kept by the
 		// class, and a version claimed for it on a later subscription would
 		// keep the upstream from ever sending it.
-		if ts.sub.Covers(r.Name, r.Aliases) {
+		if ts.sub.Covers(r.Name, r.Aliases()) {
+			if _, ok := held[r.Name]; !ok {
+				// A key of its own: r.Name shares r's bytes
+				// (shard.NewResource), which a key kept over later
+				// versions would keep.
+				held[strings.Clone(r.Name)] = versions[i]
+				continue
+			}
 			held[r.Name] = versions[i]
 		} else {
 			ds.drops.Add(drop.UpstreamUnsubscribed) // the class does not keep it either

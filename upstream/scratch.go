@@ -9,14 +9,17 @@ import (
 
 // sotwScratch is what handling one SotW response needs only while it is
 // handled: the parsed envelope, the candidates, the name set that finds
-// duplicates and the validated resources' slice. Every class's response
+// duplicates, the resources' hashes and the set of those found held
+// (sotwFast), and the validated resources' slice. Every class's response
 // needs them, so they are pooled rather than made (and collected) per
 // response: a 1,000-resource response's are about 200 KB.
 type sotwScratch struct {
-	resp  wire.RawResponse
-	cands []candidate
-	seen  map[string]struct{}
-	out   []*shard.Resource
+	resp   wire.RawResponse
+	cands  []candidate
+	seen   map[string]struct{}
+	hashes []uint64
+	met    resourceSet
+	out    []*shard.Resource
 }
 
 // maxPooledResources: a scratch that held more resources is left to the
@@ -31,25 +34,23 @@ func getSotwScratch() *sotwScratch { return sotwScratches.Get().(*sotwScratch) }
 // validator.resources; validator.sotwFast first) into sc.out and returns
 // the response's heartbeats.
 func (sc *sotwScratch) validate(v *validator) ([]shard.HeartbeatEntry, error) {
-	out, ok := v.sotwFast(sc.resp.TypeURL, sc.resp.Resources, sc.out[:0])
-	if ok {
-		sc.out = out
+	sc.out = sc.out[:0]
+	if v.sotwFast(sc) {
 		return nil, nil
 	}
-	clear(out) // what the fast path found is validated again
+	clear(sc.out) // what the fast path found is validated again
+	out := sc.out[:0]
+	sc.out = out
 	cands, beats, err := unwrapSotWInto(sc.resp.Resources, sc.cands)
 	if err != nil {
 		return nil, err
 	}
 	sc.cands = cands
-	out, err = v.resourcesInto(sc.resp.TypeURL, cands, out[:0], sc.seen)
+	out, err = v.resourcesInto(sc.resp.TypeURL, cands, out, sc.seen)
 	if err != nil {
 		return nil, err
 	}
 	sc.out = out
-	if len(out) > 0 || len(beats) == 0 { // not heartbeats only: the type's state
-		v.remember(sc.resp.TypeURL, out)
-	}
 	return beats, nil
 }
 

@@ -78,10 +78,8 @@ func (ss *sotwSession) syncInterest() error {
 		want := ss.class.Interest(typeURL)
 		if want.Empty() {
 			// Nothing wanted: a later interest by name is asked by name
-			// again (and falls back again only if ignored again), and the
-			// type's last response need not be remembered.
+			// again (and falls back again only if ignored again).
 			delete(ss.namesIgnored, typeURL)
-			ss.valid.forget(typeURL)
 		}
 		ts := ss.types[typeURL]
 		if ts == nil {
@@ -236,7 +234,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 		kind = shard.UpdateFull
 	}
 	for _, r := range resources {
-		if !ts.sub.Covers(r.Name, r.Aliases) {
+		if !ts.sub.Covers(r.Name, r.Aliases()) {
 			// An answer to a request the stream has since changed: the class
 			// keeps only what was last asked for (shard's keepAsked).
 			ss.drops.Add(drop.UpstreamUnsubscribed)

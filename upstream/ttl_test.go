@@ -82,11 +82,11 @@ func wantACK(t *testing.T, r *discoverygrpc.DiscoveryRequest, version, nonce str
 // ttlOf decodes a resource's TTL (0 when it has none).
 func ttlOf(t *testing.T, r *shard.Resource) time.Duration {
 	t.Helper()
-	if r.TTL == nil {
+	if r.TTL() == nil {
 		return 0
 	}
 	var d durationpb.Duration
-	if err := proto.Unmarshal(r.TTL, &d); err != nil {
+	if err := proto.Unmarshal(r.TTL(), &d); err != nil {
 		t.Fatalf("%s: undecodable TTL: %v", r.Name, err)
 	}
 	return d.AsDuration()
@@ -126,7 +126,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	if ttlOf(t, cur.Resources[0]) != 30*time.Second || ttlOf(t, cur.Resources[1]) != 10*time.Second {
 		t.Fatalf("TTLs %v %v, want 30s 10s", ttlOf(t, cur.Resources[0]), ttlOf(t, cur.Resources[1]))
 	}
-	if r := cur.Resources[0]; r.Hash != dedup.ResourceHashFull(r.Any, r.TTL, nil) {
+	if r := cur.Resources[0]; r.Hash != dedup.ResourceHashFull(r.Any, r.TTL(), nil) {
 		t.Fatal("a's hash does not cover its TTL")
 	}
 	// Unwrapped: the held Any is the cluster itself.
@@ -149,7 +149,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	if hb.Response != cur || len(hb.Resources) != 2 || hb.Resources[0].Name != "a" || hb.Resources[1].Name != "b" {
 		t.Fatalf("heartbeat %+v, want a and b of the current version", hb)
 	}
-	if !slices.Equal(hb.TTLs[0], cur.Resources[0].TTL) {
+	if !slices.Equal(hb.TTLs[0], cur.Resources[0].TTL()) {
 		t.Fatal("heartbeat TTL of a is not the one sent")
 	}
 
@@ -224,7 +224,7 @@ func TestTTLDeltaUpstream(t *testing.T) {
 	if cur == nil || !slices.Equal(cur.Names, []string{"a", "b"}) {
 		t.Fatalf("shard holds %v, want [a b]", names(sh))
 	}
-	if ttlOf(t, cur.Resources[0]) != 30*time.Second || cur.Resources[1].TTL != nil {
+	if ttlOf(t, cur.Resources[0]) != 30*time.Second || cur.Resources[1].TTL() != nil {
 		t.Fatalf("TTLs %v %v, want 30s and none", ttlOf(t, cur.Resources[0]), ttlOf(t, cur.Resources[1]))
 	}
 	_, changesBefore := rec.seen()

@@ -30,8 +30,9 @@ func reject(format string, args ...any) error {
 // relay already holds (in the class's store, for this class or another) is
 // not decoded again: the held resource, with the children recorded when it
 // was first decoded, is used instead of a copy, and finding it allocates
-// nothing. A SotW resource the type's last response carried too is found
-// by its hash and bytes alone (see sotwFast). Not safe for concurrent use.
+// nothing. A SotW resource held as it is (the type's last response
+// carried it too, or another class's) is found by its hash and bytes
+// alone (see sotwFast). Not safe for concurrent use.
 type validator struct {
 	// Read-only after creation.
 	// passVersions: a resource keeps the upstream's version (candidate
@@ -40,10 +41,6 @@ type validator struct {
 	// store holds the resources of every class (nil: none is shared, each
 	// resource is decoded and copied).
 	store shard.ResourceStore
-
-	// Owned by the caller: per type URL, the resources of its last SotW
-	// response that passed (see sotwFast).
-	last map[string]*lastSeen
 }
 
 func newValidator() *validator { return &validator{} }
@@ -153,7 +150,7 @@ func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i
 			return held, nil // checked when first held
 		}
 	}
-	name := string(nameBytes)
+	name := string(nameBytes) // shared with the copied bytes by NewResource
 	var children []string
 	if msgType != nil {
 		msg := msgType.New().Interface()
@@ -166,8 +163,8 @@ func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i
 	}
 	// Copy: raw aliases the whole received message, which must not stay
 	// pinned by the one resource that outlives it.
-	return &shard.Resource{Name: name, Aliases: slices.Clone(c.aliases), Any: bytes.Clone(c.raw), TTL: bytes.Clone(c.ttl), Hash: hash,
-		UpstreamVersion: upstreamVersion, Children: children}, nil
+	rare := shard.NewRare(slices.Clone(c.aliases), bytes.Clone(c.ttl), upstreamVersion)
+	return shard.NewResource(name, bytes.Clone(c.raw), hash, rare, children), nil
 }
 
 func shortType(typeURL string) string {

@@ -51,8 +51,8 @@ func TestValidatorRecordsChildren(t *testing.T) {
 		}
 		for _, r := range rs {
 			held.Acquire(r) // as the class's table does
-			if !slices.Equal(r.Children, want[r.Name]) {
-				t.Errorf("%s children %q, want %q", r.Name, r.Children, want[r.Name])
+			if !slices.Equal(r.Children(), want[r.Name]) {
+				t.Errorf("%s children %q, want %q", r.Name, r.Children(), want[r.Name])
 			}
 		}
 	}

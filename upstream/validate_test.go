@@ -93,7 +93,7 @@ func TestValidatorKeepsAliases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(aliased[0].Aliases) != 1 || aliased[0].Aliases[0] != "alias-a" || aliased[0].Hash == plain[0].Hash {
+	if len(aliased[0].Aliases()) != 1 || aliased[0].Aliases()[0] != "alias-a" || aliased[0].Hash == plain[0].Hash {
 		t.Fatalf("aliased resource = %+v (plain hash %x)", aliased[0], plain[0].Hash)
 	}
 }
@@ -116,7 +116,7 @@ func TestValidatorUsesHeldResources(t *testing.T) {
 	}
 	changed := xdstest.AnyBytes(edsClusterNamed("a", "b-eds"))
 	other, err := v.resources(clusterType, []candidate{{raw: changed}})
-	if err != nil || other[0] == first[0] || other[0].Children[0] != "b-eds" {
+	if err != nil || other[0] == first[0] || other[0].Children()[0] != "b-eds" {
 		t.Fatalf("changed bytes: %+v, %v; want a new resource with its own children", other[0], err)
 	}
 	// Held bytes are taken as checked: these (not a decodable Cluster)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -22,45 +24,74 @@ type Store struct {
 	resources, bytes atomic.Int64
 }
 
-// part is one lock's share of the index, by hash.
+// part is one lock's share of the index, by hash: an open-addressed table
+// of the held resources, found by their Hash with linear probing, and
+// their reference counts, 12 bytes a slot at most 4/5 full (a Go map of
+// hash to an entry took about 55 bytes a resource). Distinct content of
+// one hash takes two slots, each found by comparing the content.
 type part struct {
 	mu sync.Mutex
-	// Guarded by mu. A hash's entries are chained: distinct content may
-	// share a hash. peak is the most hashes byHash held since it was last
-	// made (see compact).
-	byHash map[uint64]*entry
-	peak   int
-}
-
-// entry is one held resource and its references (guarded by its part's mu).
-type entry struct {
-	r    *shard.Resource
-	refs int
-	next *entry // another content of the same hash
+	// Guarded by mu. held[i] is nil when slot i is empty; refs[i] counts
+	// its references. n is the number of held resources.
+	held []*shard.Resource
+	refs []int32
+	n    int
 }
 
 // New returns an empty store.
-func New() *Store {
-	s := &Store{}
-	for i := range s.parts {
-		s.parts[i].byHash = map[uint64]*entry{}
-	}
-	return s
-}
+func New() *Store { return &Store{} }
 
 func (s *Store) part(hash uint64) *part { return &s.parts[hash%parts] }
+
+// home is the slot a hash's probe starts at: its high bits scaled to the
+// table (the low ones chose the part).
+func (p *part) home(hash uint64) int {
+	hi, _ := bits.Mul64(hash, uint64(len(p.held)))
+	return int(hi)
+}
+
+// next is the slot after i, wrapping.
+func (p *part) next(i int) int {
+	if i++; i == len(p.held) {
+		return 0
+	}
+	return i
+}
 
 // Lookup returns the held resource of this content, or nil.
 func (s *Store) Lookup(hash uint64, name []byte, anyBytes, ttl []byte, aliases []string, upstreamVersion string) *shard.Resource {
 	p := s.part(hash)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for e := p.byHash[hash]; e != nil; e = e.next {
-		if e.r.Name == string(name) && e.r.SameContent(anyBytes, ttl, aliases, upstreamVersion) {
-			return e.r
+	if p.n == 0 {
+		return nil
+	}
+	for i := p.home(hash); p.held[i] != nil; i = p.next(i) {
+		if r := p.held[i]; r.Hash == hash && r.Name == string(name) && r.SameContent(anyBytes, ttl, aliases, upstreamVersion) {
+			return r
 		}
 	}
 	return nil
+}
+
+// LookupPlain sets out[i] to the held plain resource of hash hashes[i]
+// and Any bytes raws[i], when there is one; see shard.ResourceStore.
+func (s *Store) LookupPlain(hashes []uint64, raws [][]byte, out []*shard.Resource) (found int) {
+	for i, hash := range hashes {
+		p := s.part(hash)
+		p.mu.Lock()
+		if p.n > 0 {
+			for j := p.home(hash); p.held[j] != nil; j = p.next(j) {
+				if r := p.held[j]; r.Hash == hash && r.Plain() && bytes.Equal(r.Any, raws[i]) {
+					out[i] = r
+					found++
+					break
+				}
+			}
+		}
+		p.mu.Unlock()
+	}
+	return found
 }
 
 // Acquire takes a reference on the held resource of r's content (r itself
@@ -69,15 +100,18 @@ func (s *Store) Acquire(r *shard.Resource) *shard.Resource {
 	p := s.part(r.Hash)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	head := p.byHash[r.Hash]
-	for e := head; e != nil; e = e.next {
-		if e.r == r || e.r.Same(r.Name, r.Any, r.TTL, r.Aliases, r.UpstreamVersion) {
-			e.refs++
-			return e.r
+	if 5*(p.n+1) > 4*len(p.held) {
+		p.resize(2 * (p.n + 1))
+	}
+	i := p.home(r.Hash)
+	for ; p.held[i] != nil; i = p.next(i) {
+		if h := p.held[i]; h == r || h.Hash == r.Hash && h.Same(r.Name, r.Any, r.TTL(), r.Aliases(), r.UpstreamVersion()) {
+			p.refs[i]++
+			return h
 		}
 	}
-	p.byHash[r.Hash] = &entry{r: r, refs: 1, next: head}
-	p.peak = max(p.peak, len(p.byHash))
+	p.held[i], p.refs[i] = r, 1
+	p.n++
 	s.resources.Add(1)
 	s.bytes.Add(size(r))
 	return r
@@ -89,48 +123,64 @@ func (s *Store) Release(r *shard.Resource) {
 	p := s.part(r.Hash)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	link := p.byHash[r.Hash]
-	var prev *entry
-	for e := link; e != nil; prev, e = e, e.next {
-		if e.r != r {
-			continue
-		}
-		if e.refs--; e.refs > 0 {
+	if p.n == 0 {
+		return
+	}
+	i := p.home(r.Hash)
+	for ; p.held[i] != r; i = p.next(i) {
+		if p.held[i] == nil {
 			return
 		}
-		switch {
-		case prev != nil:
-			prev.next = e.next
-		case e.next != nil:
-			p.byHash[r.Hash] = e.next
-		default:
-			delete(p.byHash, r.Hash)
-			p.compact()
-		}
-		s.resources.Add(-1)
-		s.bytes.Add(-size(r))
+	}
+	if p.refs[i]--; p.refs[i] > 0 {
 		return
+	}
+	p.remove(i)
+	s.resources.Add(-1)
+	s.bytes.Add(-size(r))
+	if p.n < len(p.held)/4 && len(p.held) > minSlots {
+		// A table keeps its size: a dropped class's resources would keep
+		// their room for good.
+		p.resize(p.n * 3 / 2)
 	}
 }
 
-// compactMin is the size below which a part's map is never re-made.
-const compactMin = 1024
+// remove empties slot i, moving back the entries after it that probed past
+// it (backward-shift deletion: no tombstones, probes stay short).
+func (p *part) remove(i int) {
+	for j := p.next(i); p.held[j] != nil; j = p.next(j) {
+		h := p.home(p.held[j].Hash)
+		// j's entry may fill i unless its home lies cyclically in (i, j].
+		if i <= j && (h <= i || h > j) || i > j && h <= i && h > j {
+			p.held[i], p.refs[i] = p.held[j], p.refs[j]
+			i = j
+		}
+	}
+	p.held[i], p.refs[i] = nil, 0
+	p.n--
+}
 
-// compact re-makes byHash once it shrank to under a quarter of its peak: a
-// Go map keeps the buckets of its largest size, so the resources of a
-// dropped class would keep their room for good (mu held).
-func (p *part) compact() {
-	if p.peak < compactMin || len(p.byHash) >= p.peak/4 {
-		return
+// minSlots is the size below which a part's table is never shrunk.
+const minSlots = 64
+
+// resize makes the table anew, of size slots (minSlots at least).
+func (p *part) resize(size int) {
+	size = max(minSlots, size)
+	held, refs := p.held, p.refs
+	p.held, p.refs = make([]*shard.Resource, size), make([]int32, size)
+	for k, r := range held {
+		if r == nil {
+			continue
+		}
+		i := p.home(r.Hash)
+		for p.held[i] != nil {
+			i = p.next(i)
+		}
+		p.held[i], p.refs[i] = r, refs[k]
 	}
-	m := make(map[uint64]*entry, len(p.byHash))
-	for h, e := range p.byHash {
-		m[h] = e
-	}
-	p.byHash, p.peak = m, len(m)
 }
 
 // Counts returns the number of resources held and their Any and TTL bytes.
 func (s *Store) Counts() (resources, bytes int64) { return s.resources.Load(), s.bytes.Load() }
 
-func size(r *shard.Resource) int64 { return int64(len(r.Any) + len(r.TTL)) }
+func size(r *shard.Resource) int64 { return int64(len(r.Any) + len(r.TTL())) }

@@ -447,11 +447,11 @@ func encode(a *anypb.Any) (typeURL string, r *shard.Resource, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	r = &shard.Resource{Name: name, Any: encoded, Hash: dedup.ResourceHash(encoded)}
+	var children []string
 	if shard.ChildType(typeURL) != "" {
-		r.Children = xdstypes.Children(msg)
+		children = xdstypes.Children(msg)
 	}
-	return typeURL, r, nil
+	return typeURL, shard.NewResource(name, encoded, dedup.ResourceHash(encoded), nil, children), nil
 }
 
 // typeName is the full message name of a type URL.

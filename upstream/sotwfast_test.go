@@ -49,25 +49,38 @@ func response(t *testing.T, raws ...[]byte) []byte {
 }
 
 // validated is what a validator makes of a response: names, their Any
-// bytes, TTLs, or the error.
-func validated(t *testing.T, v *validator, b []byte) (got []string, fast bool, err error) {
+// bytes, TTLs, or the error. A response that passes is applied to the
+// class c, if any, as a stream does.
+func validated(t *testing.T, v *validator, c *shard.Class, b []byte) (got []string, fast bool, err error) {
 	t.Helper()
 	sc := getSotwScratch()
 	defer sc.release()
 	if err := wire.ParseResponseInto(b, &sc.resp); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sc.validate(v)
+	beats, err := sc.validate(v)
 	for _, r := range sc.out {
-		got = append(got, fmt.Sprintf("%s %x ttl=%x", r.Name, r.Any, r.TTL))
+		got = append(got, fmt.Sprintf("%s %x ttl=%x", r.Name, r.Any, r.TTL()))
 	}
 	// The full path unwraps every resource into a candidate.
 	fast = err == nil && len(sc.resp.Resources) > 0 && len(sc.cands) == 0
+	if c != nil && err == nil {
+		c.ApplyUpdate(clusterType, shard.Update{Kind: shard.UpdateFull, Resources: sc.out, Heartbeats: beats, Asked: true, Distinct: true})
+	}
 	return got, fast, err
 }
 
-// The fast path's results are the full path's: a validator that knows the
-// last response and one that validates each response afresh agree on
+// classValidator is a class's validator, as its upstream stream has it,
+// the class watching every cluster.
+func classValidator(t *testing.T, name string) (*validator, *shard.Class) {
+	t.Helper()
+	c := storeClasses(t)(name)
+	watchAll(t, c)
+	return &validator{store: c.Store()}, c
+}
+
+// The fast path's results are the full path's: a validator that finds what
+// the store holds and one that validates each response afresh agree on
 // every response of a sequence (resources, order, rejections and their
 // reasons), whichever path the first took.
 func TestSotwFastPathAgreesWithFullPath(t *testing.T) {
@@ -100,11 +113,11 @@ func TestSotwFastPathAgreesWithFullPath(t *testing.T) {
 		{"empty", response(t)},
 		{"after empty", response(t, a)},
 	}
-	v := &validator{store: store.New()}
+	v, class := classValidator(t, "fast")
 	fastRuns := 0
 	for _, st := range steps {
-		got, fast, err := validated(t, v, st.resp)
-		want, _, wantErr := validated(t, &validator{store: store.New()}, st.resp)
+		got, fast, err := validated(t, v, class, st.resp)
+		want, _, wantErr := validated(t, &validator{store: store.New()}, nil, st.resp)
 		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() || !slices.Equal(got, want) {
 			t.Fatalf("%s: got %q, %v; the full path gives %q, %v", st.name, got, err, want, wantErr)
 		}
@@ -117,20 +130,42 @@ func TestSotwFastPathAgreesWithFullPath(t *testing.T) {
 	}
 }
 
-// Only a resource's exact bytes find it in the index: an indexed
-// resource whose hash another content shares is not handed out for it.
-func TestSotwFastPathChecksBytes(t *testing.T) {
-	a, b := clusterAny("a", 1), clusterAny("b", 1)
-	v := &validator{store: store.New()}
-	if _, _, err := validated(t, v, response(t, a)); err != nil {
-		t.Fatal(err)
-	}
-	// Index an impostor under b's hash, as a hash collision would.
-	impostor := &shard.Resource{Name: "impostor", Any: clusterAny("impostor", 1), Hash: dedup.ResourceHash(b)}
-	ls := v.last[clusterType]
-	ls.table[ls.slot(impostor.Hash, impostor.Any)] = impostor
-	got, _, err := validated(t, v, response(t, a, b))
-	if err != nil || len(got) != 2 || got[1] != fmt.Sprintf("b %x ttl=", b) {
-		t.Fatalf("got %q, %v; want a then b", got, err)
+// What is held is handed out only for the same bytes and when plain: a
+// held resource of the name with other bytes, or with a TTL, or of the
+// same hash (a collision) is not; one held, whoever sent it, is, without
+// a check.
+func TestSotwFastPathHandsOutOnlyTheSame(t *testing.T) {
+	a, b, b2 := clusterAny("a", 1), clusterAny("b", 1), clusterAny("b", 2)
+	v, c := classValidator(t, "same")
+	// Held as another source (a file, a former stream) installed them, b
+	// with a TTL.
+	heldA := &shard.Resource{Name: "a", Any: a, Hash: dedup.ResourceHash(a)}
+	ttl := []byte{8, 5}
+	// b's hash is that of its bytes alone, as a collision would make it.
+	heldB := &shard.Resource{Name: "b", Any: b, Rare: shard.NewRare(nil, ttl, ""), Hash: dedup.ResourceHash(b)}
+	impostor := &shard.Resource{Name: "impostor", Any: clusterAny("impostor", 1), Hash: dedup.ResourceHash(b2)}
+	c.Apply(clusterType, []*shard.Resource{heldA, heldB, impostor}, true)
+	for _, tc := range []struct {
+		name  string
+		resp  []byte
+		wantB string
+	}{
+		{"b plain where b has a TTL", response(t, a, b), fmt.Sprintf("b %x ttl=", b)},
+		{"b of other bytes, an impostor's hash", response(t, a, b2), fmt.Sprintf("b %x ttl=", b2)},
+	} {
+		sc := getSotwScratch()
+		if err := wire.ParseResponseInto(tc.resp, &sc.resp); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sc.validate(v); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if sc.out[0] != heldA {
+			t.Errorf("%s: a is %p, want the held %p", tc.name, sc.out[0], heldA)
+		}
+		if r := sc.out[1]; r == heldB || r == impostor || fmt.Sprintf("%s %x ttl=%x", r.Name, r.Any, r.TTL()) != tc.wantB {
+			t.Errorf("%s: b is %s %x ttl=%x, want %s", tc.name, r.Name, r.Any, r.TTL(), tc.wantB)
+		}
+		sc.release()
 	}
 }
