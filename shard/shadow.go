@@ -61,7 +61,7 @@ func (t *table) shadow(r *Resource) {
 // names held. It returns the names shards may know the restored ones by.
 func (t *table) restoreShadowed(sub Subscription) (restored []string) {
 	for name, r := range t.shadowed {
-		if !sub.Covers(name, r.Aliases) {
+		if !sub.Covers(name, r.Aliases()) {
 			continue
 		}
 		delete(t.shadowed, name)
@@ -70,11 +70,11 @@ func (t *table) restoreShadowed(sub Subscription) (restored []string) {
 		}
 		t.resources.put(t.hold(r))
 		t.pending.told(name)
-		for _, a := range r.Aliases {
+		for _, a := range r.Aliases() {
 			t.aliases[a] = name
 		}
 		restored = append(restored, name)
-		restored = append(restored, r.Aliases...)
+		restored = append(restored, r.Aliases()...)
 	}
 	if len(restored) > 0 {
 		t.resources.settle()
