@@ -197,6 +197,7 @@ func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) (d
 	}
 	t.compact()
 	c.freeIfIdle(t)
+	c.sweepShadowLater(t)
 	c.takeTurnLocked(&ts)
 	c.mu.Unlock()
 	ts.tellOutside()
@@ -302,7 +303,8 @@ func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells
 		return
 	}
 	t := c.table(typeURL)
-	resources := t.keepAsked(u.Resources)
+	resources := t.keepAsked(u.Resources, start)
+	c.sweepShadowLater(t)
 	kept := len(resources) // distinct if u.Resources are: heartbeats add to them below
 	beats := u.Heartbeats[:0:0]
 	for _, hb := range u.Heartbeats {

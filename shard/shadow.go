@@ -1,5 +1,7 @@
 package shard
 
+import "time"
+
 // Shadowed resources: what a table dropped that its state-of-the-world
 // upstream may still believe the class holds.
 //
@@ -27,14 +29,28 @@ package shard
 // Listener and Cluster are not shadowed: a SotW response of theirs lists
 // every resource asked for, so a late answer carries the name again. Nor are
 // incremental upstreams' types: the class tells a delta upstream what it
-// holds (initial_resource_versions). The shadow ends with the upstream
-// stream's memory of the type (UpstreamHoldsNothing), with the class, or
-// when a name is held again; it is bounded by shadowLimit.
+// holds (initial_resource_versions). A shadowed resource is forgotten
+// ShadowHold after its drop (the upstream's stale belief lives only until
+// it processes a request that leaves the name out, sent at the latest in
+// reply to its answer in flight), when the upstream stream's memory of the
+// type ends (UpstreamHoldsNothing), with the class, or when the name is
+// held again; a table shadows at most shadowLimit.
 
 // shadowLimit is the most resources one table shadows; a drop beyond it is
 // not shadowed (the newest drops are the ones forgone: a table this large
 // churns names faster than an upstream's stale answer lives).
 const shadowLimit = 4 * compactMin
+
+// ShadowHold is how long a dropped resource stays shadowed: many round
+// trips of a loaded control plane. A table holding only shadows is freed
+// once they expire (between ShadowHold and twice it after the drop).
+const ShadowHold = 15 * time.Second
+
+// shadowedResource is a resource a table dropped, and when.
+type shadowedResource struct {
+	r     *Resource
+	since time.Time
+}
 
 // shadows reports whether t keeps what it drops: a type whose SotW answers
 // may list only what changed, from an upstream that subscribes by name.
@@ -43,7 +59,7 @@ func (t *table) shadows() bool { return !t.fullState && !t.up.incremental && t.u
 // shadow keeps r, which t drops (or never held: an answer's resource no
 // longer asked for), as the upstream may believe the class holds it. r is
 // not held in the store while shadowed.
-func (t *table) shadow(r *Resource) {
+func (t *table) shadow(r *Resource, now time.Time) {
 	if !t.shadows() {
 		return
 	}
@@ -51,16 +67,22 @@ func (t *table) shadow(r *Resource) {
 		return
 	}
 	if t.shadowed == nil {
-		t.shadowed = map[string]*Resource{}
+		t.shadowed = map[string]shadowedResource{}
 	}
-	t.shadowed[r.Name] = r
+	t.shadowed[r.Name] = shadowedResource{r: r, since: now}
 }
 
 // restoreShadowed holds again the shadowed resources sub asks for (by name,
 // alias, or the wildcard) that t does not hold, and forgets the shadow of
-// names held. It returns the names shards may know the restored ones by.
-func (t *table) restoreShadowed(sub Subscription) (restored []string) {
-	for name, r := range t.shadowed {
+// names held, and the expired ones. It returns the names shards may know
+// the restored ones by.
+func (t *table) restoreShadowed(sub Subscription, now time.Time) (restored []string) {
+	for name, sr := range t.shadowed {
+		r := sr.r
+		if now.Sub(sr.since) >= ShadowHold {
+			delete(t.shadowed, name) // expired
+			continue
+		}
 		if !sub.Covers(name, r.Aliases()) {
 			continue
 		}
@@ -93,4 +115,34 @@ func (c *Class) UpstreamHoldsNothing(typeURL string) {
 		t.shadowed = nil
 		c.freeIfIdle(t)
 	}
+}
+
+// sweepShadowLater arranges for t's shadows to be forgotten once expired
+// (mu held): one timer a table at a time, whose goroutine only takes the
+// class lock and returns.
+func (c *Class) sweepShadowLater(t *table) {
+	if len(t.shadowed) == 0 || t.shadowSweep {
+		return
+	}
+	t.shadowSweep = true
+	time.AfterFunc(ShadowHold+time.Millisecond, func() { c.sweepShadow(t) })
+}
+
+// sweepShadow forgets t's expired shadows, frees t if nothing else keeps
+// it, and sweeps again later for the rest.
+func (c *Class) sweepShadow(t *table) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.shadowSweep = false
+	if c.freed || c.tables[t.typeURL] != t {
+		return
+	}
+	now := time.Now()
+	for name, sr := range t.shadowed {
+		if now.Sub(sr.since) >= ShadowHold {
+			delete(t.shadowed, name)
+		}
+	}
+	c.freeIfIdle(t)
+	c.sweepShadowLater(t)
 }

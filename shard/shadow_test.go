@@ -3,6 +3,8 @@ package shard
 import (
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // A ClusterLoadAssignment dropped, then asked for again before the SotW
@@ -117,4 +119,41 @@ func TestShadowIsBounded(t *testing.T) {
 	if got := len(c.tables[edsType].shadowed); got != shadowLimit {
 		t.Fatalf("%d resources shadowed, want the limit %d", got, shadowLimit)
 	}
+}
+
+// A shadow lives ShadowHold: asked for again later, the name is not
+// restored (the upstream has long processed a request leaving it out), and
+// a table holding nothing but shadows is freed once they expire.
+func TestShadowExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := newTestClass(t)
+		w := &recorder{}
+		first := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
+		c.Requested(edsType, c.Interest(edsType), false)
+		c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: []*Resource{res("b", "1")}, Asked: true})
+		c.Unsubscribe(first, w)
+		c.Requested(edsType, c.Interest(edsType), false) // nothing: b shadowed
+		if !slices.Contains(c.TypeURLs(), edsType) {
+			t.Fatal("the table went with b shadowed")
+		}
+		time.Sleep(ShadowHold + 2*time.Millisecond)
+		synctest.Wait()
+		if slices.Contains(c.TypeURLs(), edsType) {
+			t.Fatal("a table holding only an expired shadow was not freed")
+		}
+
+		// Expired at the re-ask, before the sweep ran.
+		first = c.Subscribe(edsType, NewSubscription([]string{"b", "k"}, false), w)
+		c.Requested(edsType, c.Interest(edsType), false)
+		c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: []*Resource{res("b", "1"), res("k", "1")}, Asked: true})
+		c.Subscribe(edsType, NewSubscription([]string{"k"}, false), w)
+		c.Unsubscribe(first, w)
+		c.Requested(edsType, c.Interest(edsType), false) // [k]: b shadowed
+		time.Sleep(ShadowHold)
+		again := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
+		c.Requested(edsType, c.Interest(edsType), false)
+		if got := again.Current(); got != nil && got.Has("b") {
+			t.Fatal("b restored from a shadow ShadowHold old")
+		}
+	})
 }

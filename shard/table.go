@@ -38,8 +38,10 @@ type table struct {
 	resources resIndex
 	aliases   map[string]string // alias -> resource name (delta upstreams' Resource.aliases)
 	// shadowed: resources dropped that the upstream may believe held, by
-	// name (see shadow.go); nil when none.
-	shadowed map[string]*Resource
+	// name (see shadow.go); nil when none. shadowSweep: a timer will sweep
+	// the expired ones.
+	shadowed    map[string]shadowedResource
+	shadowSweep bool
 
 	shards    map[Key][]*Shard // a slice only to survive hash collisions
 	byName    map[string]map[*Shard]struct{}
@@ -195,7 +197,7 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 	// no answer of it will serve the named shards that lack them.
 	wildcardUnanswered := t.up.wildcardAwaited() && !sub.Wildcard
 	t.up.ask(sub, incremental)
-	restored = t.restoreShadowed(sub)
+	restored = t.restoreShadowed(sub, now)
 	if sub.Wildcard {
 		// A wildcard answer is complete: nothing is pending by name.
 		t.pendingPeak = max(t.pendingPeak, len(t.pending))
@@ -242,7 +244,7 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 	// later wildcard without them and never reports their deletion.
 	for r := range t.resources.all {
 		if !t.needed(r, sub) {
-			t.shadow(r)
+			t.shadow(r, now)
 			t.drop(r.Name)
 			dropped = append(dropped, r.Name)
 		}
@@ -367,19 +369,19 @@ func (t *table) resource(name string) (*Resource, bool) {
 // after: its resources for names no longer asked would be kept current by
 // nobody, and one deleted meanwhile would be served to its next subscriber
 // and never reported removed. The slice is copied only when one goes.
-func (t *table) keepAsked(resources []*Resource) []*Resource {
+func (t *table) keepAsked(resources []*Resource, now time.Time) []*Resource {
 	if !t.up.reported || t.up.requested.Wildcard {
 		return resources
 	}
 	for i, r := range resources {
 		if !t.up.askedFor(r) {
 			kept := slices.Clone(resources[:i])
-			t.shadow(r) // the upstream believes the class holds what it sent
+			t.shadow(r, now) // the upstream believes the class holds what it sent
 			for _, r := range resources[i+1:] {
 				if t.up.askedFor(r) {
 					kept = append(kept, r)
 				} else {
-					t.shadow(r)
+					t.shadow(r, now)
 				}
 			}
 			return kept

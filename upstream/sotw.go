@@ -86,6 +86,7 @@ func (ss *sotwSession) syncInterest() error {
 			if want.Empty() {
 				// This stream asks nothing of the type: the class may drop
 				// what an earlier stream was asked for (and free the type).
+				ss.class.UpstreamHoldsNothing(typeURL)
 				ss.class.Requested(typeURL, want, false)
 				continue
 			}
