@@ -55,7 +55,10 @@ type SoakResult struct {
 	RelayCPU         time.Duration   `json:"relay_cpu_ns"`
 	RelayRSS         int64           `json:"relay_rss_bytes"`
 	UpstreamStreams  []int           `json:"upstream_streams"` // ADS streams per upstream incarnation
-	Mismatches       []string        `json:"mismatches"`       // per client, how its state differs
+	// ChosenRestarts: upstream streams the relay restarted itself (not
+	// failures; xds_relay_upstream_restarts_total), each one more stream.
+	ChosenRestarts int      `json:"chosen_restarts"`
+	Mismatches     []string `json:"mismatches"` // per client, how its state differs
 }
 
 // ConvergenceStats returns the min, median and max convergence time.
@@ -149,6 +152,11 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		return nil, err
 	}
 	res.RelayCPU, res.RelayRSS = u.CPU, u.RSS
+	restarts, err := s.relay.Metric("xds_relay_upstream_restarts_total")
+	if err != nil {
+		return nil, err
+	}
+	res.ChosenRestarts = int(restarts)
 	res.Updates = s.upstream.Updates()
 	res.UpstreamStreams = up.CP.StreamsPerIncarnation()
 	for _, c := range s.clients {
