@@ -61,6 +61,26 @@ type SoakResult struct {
 	Mismatches     []string `json:"mismatches"` // per client, how its state differs
 }
 
+// StreamsProblem says how the upstream streams differ from one per class
+// and incarnation, plus at most one for each restart the relay chose (a
+// delta stream subscribing again to a name it unsubscribed from restarts,
+// upstream.RestartPace apart); "" when they do not: no stream leaked or
+// doubled.
+func (r *SoakResult) StreamsProblem() string {
+	streams := 0
+	for i, n := range r.UpstreamStreams {
+		streams += n
+		if n < r.Classes {
+			return fmt.Sprintf("upstream incarnation %d served %d ADS streams, want at least one per class (%d)", i, n, r.Classes)
+		}
+	}
+	if least := r.Classes * len(r.UpstreamStreams); streams > least+r.ChosenRestarts {
+		return fmt.Sprintf("%d ADS streams over %d upstream incarnations, want %d (one per class each) plus at most %d the relay chose to restart",
+			streams, len(r.UpstreamStreams), least, r.ChosenRestarts)
+	}
+	return ""
+}
+
 // ConvergenceStats returns the min, median and max convergence time.
 func (r *SoakResult) ConvergenceStats() (lo, p50, hi time.Duration) {
 	if len(r.Convergence) == 0 {
