@@ -115,24 +115,34 @@ func TestDeltaResubscriptionCrossedByAnAnswerIsAskedOnANewStream(t *testing.T) {
 }
 
 // A stream that unsubscribed more than maxUnsubscribed names of a type
-// forgets them by a restart: what it remembers is bounded.
+// within resubscribeWindow forgets them by a restart: what it remembers is
+// bounded. Names unsubscribed longer ago are forgotten, and subscribed
+// again on the stream.
 func TestDeltaUnsubscribedNamesBounded(t *testing.T) {
 	var ts deltaTypeState
+	now := time.Now()
 	unsub := make([]string, 0, maxUnsubscribed+1)
 	for i := range maxUnsubscribed {
 		unsub = append(unsub, "n"+strconv.Itoa(i))
 	}
-	if ts.unsubscribe(append(unsub, shard.Wildcard)) {
+	if ts.unsubscribe(append(unsub, shard.Wildcard), now) {
 		t.Fatalf("%d names overflow, want them kept", maxUnsubscribed)
 	}
-	if name, again := ts.resubscribes(shard.NewSubscription([]string{"n7", "x"}, false)); !again || name != "n7" {
+	if name, again := ts.resubscribes(shard.NewSubscription([]string{"n7", "x"}, false), now); !again || name != "n7" {
 		t.Fatalf("resubscribes = %q, %v; want n7", name, again)
 	}
-	if _, again := ts.resubscribes(shard.Subscription{Wildcard: true, Names: []string{"n7"}}); again {
+	if _, again := ts.resubscribes(shard.Subscription{Wildcard: true, Names: []string{"n7"}}, now); again {
 		t.Fatal("a wildcard subscription resubscribes, want not: it keeps every name current")
 	}
-	if !ts.unsubscribe([]string{"one-more"}) {
+	if !ts.unsubscribe([]string{"one-more"}, now) {
 		t.Fatalf("%d names do not overflow, want a restart", maxUnsubscribed+1)
+	}
+	later := now.Add(resubscribeWindow)
+	if _, again := ts.resubscribes(shard.NewSubscription([]string{"n8"}, false), later); again {
+		t.Fatal("a name unsubscribed resubscribeWindow ago resubscribes, want it asked on the stream")
+	}
+	if ts.unsubscribe([]string{"late"}, later) || len(ts.unsubscribed) != 1 {
+		t.Fatalf("after the window, %d names remembered, want only the one just unsubscribed", len(ts.unsubscribed))
 	}
 }
 
