@@ -55,7 +55,30 @@ type SoakResult struct {
 	RelayCPU         time.Duration   `json:"relay_cpu_ns"`
 	RelayRSS         int64           `json:"relay_rss_bytes"`
 	UpstreamStreams  []int           `json:"upstream_streams"` // ADS streams per upstream incarnation
-	Mismatches       []string        `json:"mismatches"`       // per client, how its state differs
+	// ChosenRestarts: upstream streams the relay restarted itself (not
+	// failures; xds_relay_upstream_restarts_total), each one more stream.
+	ChosenRestarts int      `json:"chosen_restarts"`
+	Mismatches     []string `json:"mismatches"` // per client, how its state differs
+}
+
+// StreamsProblem says how the upstream streams differ from one per class
+// and incarnation, plus at most one for each restart the relay chose (a
+// delta stream subscribing again to a name it unsubscribed from restarts,
+// upstream.RestartPace apart); "" when they do not: no stream leaked or
+// doubled.
+func (r *SoakResult) StreamsProblem() string {
+	streams := 0
+	for i, n := range r.UpstreamStreams {
+		streams += n
+		if n < r.Classes {
+			return fmt.Sprintf("upstream incarnation %d served %d ADS streams, want at least one per class (%d)", i, n, r.Classes)
+		}
+	}
+	if least := r.Classes * len(r.UpstreamStreams); streams > least+r.ChosenRestarts {
+		return fmt.Sprintf("%d ADS streams over %d upstream incarnations, want %d (one per class each) plus at most %d the relay chose to restart",
+			streams, len(r.UpstreamStreams), least, r.ChosenRestarts)
+	}
+	return ""
 }
 
 // ConvergenceStats returns the min, median and max convergence time.
@@ -149,6 +172,11 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		return nil, err
 	}
 	res.RelayCPU, res.RelayRSS = u.CPU, u.RSS
+	restarts, err := s.relay.Metric("xds_relay_upstream_restarts_total")
+	if err != nil {
+		return nil, err
+	}
+	res.ChosenRestarts = int(restarts)
 	res.Updates = s.upstream.Updates()
 	res.UpstreamStreams = up.CP.StreamsPerIncarnation()
 	for _, c := range s.clients {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
+	"time"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/zap"
@@ -34,6 +37,61 @@ type deltaSession struct {
 // Owned by the run goroutine.
 type deltaTypeState struct {
 	sub shard.Subscription
+	// unsubscribed: the names the stream unsubscribed from less than
+	// resubscribeWindow ago, and when, the wildcard not subscribed (under
+	// it, the upstream keeps every name current). None is subscribed again
+	// on the stream within the window (see resubscribeRestart); at most
+	// maxUnsubscribed, then the stream is restarted to forget them.
+	unsubscribed map[string]time.Time
+}
+
+// maxUnsubscribed bounds a stream's recently unsubscribed names per type: a
+// stream unsubscribing more within resubscribeWindow restarts to forget
+// them.
+const maxUnsubscribed = 1 << 16
+
+// resubscribeWindow is how long after an unsubscription an answer the
+// upstream sent before reading it may still arrive: many round trips, the
+// same bound as the SotW shadow's (shard.ShadowHold). A name subscribed
+// again later is asked with "+[name]": any such answer came, and was
+// dropped, while the name was not asked for.
+const resubscribeWindow = shard.ShadowHold
+
+// unsubscribe records the names of unsub (a request's
+// resource_names_unsubscribe, "*" aside) as unsubscribed at now, forgets
+// those unsubscribed resubscribeWindow ago or more, and reports whether
+// the rest exceed maxUnsubscribed.
+func (ts *deltaTypeState) unsubscribe(unsub []string, now time.Time) (overflow bool) {
+	for _, n := range unsub {
+		if n == shard.Wildcard {
+			continue
+		}
+		if ts.unsubscribed == nil {
+			ts.unsubscribed = map[string]time.Time{}
+		}
+		ts.unsubscribed[n] = now
+	}
+	if len(ts.unsubscribed) > maxUnsubscribed {
+		maps.DeleteFunc(ts.unsubscribed, func(_ string, at time.Time) bool { return now.Sub(at) >= resubscribeWindow })
+	}
+	return len(ts.unsubscribed) > maxUnsubscribed
+}
+
+// resubscribes returns a name want adds to the stream's subscription that
+// the stream unsubscribed from less than resubscribeWindow before now.
+func (ts *deltaTypeState) resubscribes(want shard.Subscription, now time.Time) (string, bool) {
+	if len(ts.unsubscribed) == 0 || ts.sub.Wildcard || want.Wildcard {
+		return "", false // a wildcard keeps every name current
+	}
+	for _, n := range want.Added(ts.sub) {
+		if at, ok := ts.unsubscribed[n]; ok {
+			if now.Sub(at) < resubscribeWindow {
+				return n, true
+			}
+			delete(ts.unsubscribed, n)
+		}
+	}
+	return "", false
 }
 
 var _ protocolSession = (*deltaSession)(nil)
@@ -83,6 +141,9 @@ func (ds *deltaSession) syncInterest() error {
 			if name, held := ds.heldNotSubscribed(typeURL, ts.sub, want); held {
 				return &claimRestart{typeURL: typeURL, name: name}
 			}
+			if name, again := ts.resubscribes(want, time.Now()); again {
+				return &resubscribeRestart{typeURL: typeURL, name: name}
+			}
 		}
 		if ts.sub.Wildcard {
 			// Kept for the stream's life, like SotW's legacy wildcard:
@@ -107,8 +168,36 @@ func (ds *deltaSession) syncInterest() error {
 		// does not claim: go-control-plane reports the deletion only of what
 		// a stream claims.
 		ds.forget(typeURL, ds.class.Requested(typeURL, want, true))
+		if !want.Wildcard && ts.unsubscribe(req.ResourceNamesUnsubscribe, time.Now()) {
+			return &resubscribeRestart{typeURL: typeURL, overflow: true}
+		}
 	}
 	return nil
+}
+
+// resubscribeRestart ends a session that would subscribe again to a name it
+// unsubscribed from less than resubscribeWindow ago. An answer the upstream sent before it read the
+// unsubscription may still be on its way; arriving after the new "+[name]",
+// it would be taken for that subscription's answer, and go-control-plane,
+// having forgotten at the unsubscription what it sent, reports no deletion
+// made meanwhile: the class would serve the deleted resource for ever
+// (conformance snapshot-ads-delta-deleted-route-held.json). No delta
+// message tells when the upstream read an unsubscription, so the name is
+// asked for on a new stream, whose first request claims what the class
+// holds; nothing the old stream sent reaches the class after it.
+//
+// overflow: the stream unsubscribed more than maxUnsubscribed names of the
+// type, and is restarted to forget them.
+type resubscribeRestart struct {
+	typeURL, name string
+	overflow      bool
+}
+
+func (e *resubscribeRestart) Error() string {
+	if e.overflow {
+		return "more than " + strconv.Itoa(maxUnsubscribed) + " names of " + e.typeURL + " unsubscribed: restarting the stream to forget them"
+	}
+	return "a " + e.typeURL + " unsubscribed on the stream (" + e.name + ") is wanted again: restarting the stream"
 }
 
 // claimRestart ends a session that would subscribe to a name the class

@@ -84,6 +84,10 @@ const (
 	// RestartNamesIgnored (SotW): the upstream left a named request
 	// unanswered; the type is asked for as the wildcard (fallback.go).
 	RestartNamesIgnored
+	// RestartResubscribe (delta): a name the stream unsubscribed is wanted
+	// again; an answer sent before the upstream read the unsubscription
+	// could still be on its way and be taken for the new subscription's.
+	RestartResubscribe
 )
 
 func (r RestartReason) String() string {
@@ -94,6 +98,8 @@ func (r RestartReason) String() string {
 		return "claim"
 	case RestartNamesIgnored:
 		return "names_ignored"
+	case RestartResubscribe:
+		return "resubscribe"
 	}
 	return "unknown"
 }
@@ -103,6 +109,7 @@ type RestartCounts struct {
 	Wildcard     int `json:"wildcard"`
 	Claim        int `json:"claim"`
 	NamesIgnored int `json:"names_ignored"`
+	Resubscribe  int `json:"resubscribe"`
 }
 
 // add counts one restart for r.
@@ -114,11 +121,13 @@ func (c *RestartCounts) add(r RestartReason) {
 		c.Claim++
 	case RestartNamesIgnored:
 		c.NamesIgnored++
+	case RestartResubscribe:
+		c.Resubscribe++
 	}
 }
 
 // Total is every chosen restart.
-func (c RestartCounts) Total() int { return c.Wildcard + c.Claim + c.NamesIgnored }
+func (c RestartCounts) Total() int { return c.Wildcard + c.Claim + c.NamesIgnored + c.Resubscribe }
 
 // classStream is the upstream ADS stream of one class, run by one goroutine
 // (run) that the Client starts and stops.
@@ -209,6 +218,7 @@ func (s *classStream) run(ctx context.Context) {
 			failures = 0
 		}
 		var claim *claimRestart
+		var resub *resubscribeRestart
 		var restart *wildcardRestart
 		var reason RestartReason
 		switch {
@@ -217,6 +227,12 @@ func (s *classStream) run(ctx context.Context) {
 			s.log.Info("restarting the upstream stream to claim a resource held across an unsubscription",
 				zap.String("type_url", claim.typeURL), zap.String("name", claim.name))
 			reason = RestartClaim
+		case errors.As(err, &resub):
+			// Not a failure: no answer of the old stream can cross the
+			// new stream's subscription.
+			s.log.Info("restarting the upstream stream to subscribe again to a name it unsubscribed",
+				zap.String("type_url", resub.typeURL), zap.String("name", resub.name), zap.Bool("forgetting", resub.overflow))
+			reason = RestartResubscribe
 		case errors.As(err, &restart) && restart.namesIgnored:
 			// Logged (per type) by the fallback.
 			reason = RestartNamesIgnored
@@ -227,7 +243,7 @@ func (s *classStream) run(ctx context.Context) {
 				zap.String("type_url", restart.typeURL))
 			reason = RestartWildcard
 		}
-		if claim != nil || restart != nil {
+		if claim != nil || resub != nil || restart != nil {
 			s.metrics.Restarted(s.class.Name, reason)
 			s.setStatus(func(st *ClassStreamStatus) { st.Restarts.add(reason) })
 			if !sleepCtx(ctx, restartWait(lastRestart, time.Now())) {

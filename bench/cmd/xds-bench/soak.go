@@ -126,18 +126,18 @@ func soakMain(args []string) int {
 	fmt.Printf("upstream restarts: %d; convergence after the upstream returned: min %v  p50 %v  max %v (not converged: %d)\n", res.UpstreamRestarts, ms(lo), ms(p50), ms(hi), res.NotConverged)
 	fmt.Printf("initial sync %v; final sync after churn stopped %v\n", ms(res.InitialSync), ms(res.FinalSync))
 	fmt.Printf("relay at the end: CPU %v, RSS %.1f MiB\n", res.RelayCPU, float64(res.RelayRSS)/(1<<20))
-	fmt.Printf("upstream ADS streams per incarnation: %v (want %d each)\n", res.UpstreamStreams, res.Classes)
+	fmt.Printf("upstream ADS streams per incarnation: %v (want %d each, plus %d restarts the relay chose)\n", res.UpstreamStreams, res.Classes, res.ChosenRestarts)
 	if err := writeJSON(*jsonOut, res); err != nil {
 		logf("%v", err)
 		return 1
 	}
-	ok := len(res.Mismatches) == 0
-	for _, n := range res.UpstreamStreams {
-		ok = ok && n == res.Classes
-	}
-	if !ok {
+	streams := res.StreamsProblem()
+	if len(res.Mismatches) > 0 || streams != "" {
 		for _, m := range res.Mismatches {
 			fmt.Println("MISMATCH", m)
+		}
+		if streams != "" {
+			fmt.Println("STREAMS", streams)
 		}
 		fmt.Println("end state: FAIL")
 		return 1

@@ -106,7 +106,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.collapses, "xds_relay_queue_collapses", "", "Slow clients' queues collapsed to the latest state (responses dropped), by variant."},
 		{&t.reconnects, "xds_relay_upstream_reconnects", "", "Upstream stream failures followed by a retry, by class."},
 		{&t.upstreamResps, "xds_relay_upstream_responses", "", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
-		{&t.restarts, "xds_relay_upstream_restarts", "", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored."},
+		{&t.restarts, "xds_relay_upstream_restarts", "", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
 		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
