@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"net"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -438,39 +435,6 @@ func listenRetry(addr string, timeout time.Duration) (net.Listener, error) {
 	}
 }
 
-// listenOutsideEphemeral listens on a loopback port below the kernel's
-// ephemeral range, so that Up can take it again after Down: a port from the
-// range may meanwhile become the local port of some outgoing connection
-// (a relay's, a client's), and stay taken as long as it lives. It falls back
-// to any free port when the range cannot be read or nothing below it is free.
-func listenOutsideEphemeral() (net.Listener, error) {
-	const first = 10000 // well above the ports services commonly use
-	low := ephemeralPortStart()
-	for range 50 { // bounded: each try is one bind
-		if low <= first {
-			break
-		}
-		port := first + rand.IntN(low-first)
-		if lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-			return lis, nil
-		}
-	}
-	return net.Listen("tcp", "127.0.0.1:0")
-}
-
-// ephemeralPortStart is the first port of the kernel's ephemeral range
-// (Linux's default when it cannot be read).
-func ephemeralPortStart() int {
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				return n
-			}
-		}
-	}
-	return 32768
-}
-
 // Restart is Down then Up: every stream ends and clients reconnect to the
 // same state.
 func (cp *ControlPlane) Restart() error {
@@ -481,6 +445,7 @@ func (cp *ControlPlane) Restart() error {
 // Stop stops the server and the cache's heartbeats for good.
 func (cp *ControlPlane) Stop() {
 	cp.Down()
+	releasePort(cp.Addr)
 	cp.stopHeartbeat()
 }
 
