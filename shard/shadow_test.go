@@ -14,11 +14,7 @@ import (
 func TestShadowedResourceServedWhenAskedAgain(t *testing.T) {
 	c, _ := newTestClass(t)
 	w := &recorder{}
-	first := c.Subscribe(edsType, NewSubscription([]string{"a", "b"}, false), w)
-	c.Requested(edsType, c.Interest(edsType), false)
-	c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: []*Resource{res("a", "1"), res("b", "1")}, Asked: true})
-	c.Unsubscribe(first, w)
-	c.Requested(edsType, c.Interest(edsType), false) // nothing: a and b dropped
+	askedAnsweredDropped(c, w, edsType, false, "a", "b")
 	again := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
 	w.take()
 	c.Requested(edsType, c.Interest(edsType), false) // [b] again, and no answer comes
@@ -43,12 +39,9 @@ func TestShadowedResourceServedWhenAskedAgain(t *testing.T) {
 func TestShadowKeepsLateAnswersContent(t *testing.T) {
 	c, _ := newTestClass(t)
 	w := &recorder{}
-	first := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
-	c.Requested(edsType, c.Interest(edsType), false)
-	c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: []*Resource{res("b", "1")}, Asked: true})
-	c.Unsubscribe(first, w)
+	askedAnsweredDropped(c, w, edsType, false, "b")
 	keep := c.Subscribe(edsType, NewSubscription([]string{"k"}, false), w)
-	c.Requested(edsType, c.Interest(edsType), false) // [k]: b dropped
+	c.Requested(edsType, c.Interest(edsType), false) // [k]
 	// b changed upstream; the answer was sent before the upstream saw [k].
 	c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: []*Resource{res("b", "2"), res("k", "1")}, Asked: true})
 	if got := keep.Current(); got == nil || !slices.Equal(got.Names, []string{"k"}) {
@@ -67,37 +60,25 @@ func TestShadowKeepsLateAnswersContent(t *testing.T) {
 // answers list every name asked for) nor for an incremental upstream (told
 // what the class holds).
 func TestShadowOnlyWhileTheUpstreamMayBelieveItHeld(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		typeURL     string
-		incremental bool
-		newStream   bool
-	}{
-		{"new stream", edsType, false, true},
-		{"cluster", ClusterType, false, false},
-		{"incremental", edsType, true, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, _ := newTestClass(t)
-			w := &recorder{}
-			kind := UpdateMerge
-			if tc.incremental {
-				kind = UpdateIncremental
-			}
-			first := c.Subscribe(tc.typeURL, NewSubscription([]string{"b"}, false), w)
-			c.Requested(tc.typeURL, c.Interest(tc.typeURL), tc.incremental)
-			c.ApplyUpdate(tc.typeURL, Update{Kind: kind, Resources: []*Resource{res("b", "1")}, Asked: true})
-			c.Unsubscribe(first, w)
-			c.Requested(tc.typeURL, c.Interest(tc.typeURL), tc.incremental)
-			if tc.newStream {
-				c.UpstreamHoldsNothing(tc.typeURL)
-			}
-			again := c.Subscribe(tc.typeURL, NewSubscription([]string{"b"}, false), w)
-			c.Requested(tc.typeURL, c.Interest(tc.typeURL), tc.incremental)
-			if got := again.Current(); got != nil && got.Has("b") {
-				t.Fatalf("b served from the shadow, though the upstream will send it if it exists")
-			}
-		})
+	t.Run("new stream", func(t *testing.T) { notRestored(t, edsType, false, true) })
+	t.Run("cluster", func(t *testing.T) { notRestored(t, ClusterType, false, false) })
+	t.Run("incremental", func(t *testing.T) { notRestored(t, edsType, true, false) })
+}
+
+// notRestored checks that b of typeURL, dropped, is not served from a
+// shadow when asked for again (after a new stream's first request, with
+// newStream).
+func notRestored(t *testing.T, typeURL string, incremental, newStream bool) {
+	c, _ := newTestClass(t)
+	w := &recorder{}
+	askedAnsweredDropped(c, w, typeURL, incremental, "b")
+	if newStream {
+		c.UpstreamHoldsNothing(typeURL)
+	}
+	again := c.Subscribe(typeURL, NewSubscription([]string{"b"}, false), w)
+	c.Requested(typeURL, c.Interest(typeURL), incremental)
+	if got := again.Current(); got != nil && got.Has("b") {
+		t.Fatalf("b served from the shadow, though the upstream will send it if it exists")
 	}
 }
 
@@ -105,17 +86,7 @@ func TestShadowOnlyWhileTheUpstreamMayBelieveItHeld(t *testing.T) {
 func TestShadowIsBounded(t *testing.T) {
 	c, _ := newTestClass(t)
 	w := &recorder{}
-	n := shadowLimit + 10
-	all := names("r", n)
-	s := c.Subscribe(edsType, NewSubscription(all, false), w)
-	c.Requested(edsType, c.Interest(edsType), false)
-	update := make([]*Resource, 0, n)
-	for _, name := range all {
-		update = append(update, res(name, "1"))
-	}
-	c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: update, Asked: true})
-	c.Unsubscribe(s, w)
-	c.Requested(edsType, c.Interest(edsType), false)
+	askedAnsweredDropped(c, w, edsType, false, names("r", shadowLimit+10)...)
 	if got := len(c.tables[edsType].shadowed); got != shadowLimit {
 		t.Fatalf("%d resources shadowed, want the limit %d", got, shadowLimit)
 	}
@@ -128,11 +99,7 @@ func TestShadowExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := newTestClass(t)
 		w := &recorder{}
-		first := c.Subscribe(edsType, NewSubscription([]string{"b"}, false), w)
-		c.Requested(edsType, c.Interest(edsType), false)
-		c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: []*Resource{res("b", "1")}, Asked: true})
-		c.Unsubscribe(first, w)
-		c.Requested(edsType, c.Interest(edsType), false) // nothing: b shadowed
+		askedAnsweredDropped(c, w, edsType, false, "b") // b shadowed
 		if !slices.Contains(c.TypeURLs(), edsType) {
 			t.Fatal("the table went with b shadowed")
 		}
@@ -143,7 +110,7 @@ func TestShadowExpires(t *testing.T) {
 		}
 
 		// Expired at the re-ask, before the sweep ran.
-		first = c.Subscribe(edsType, NewSubscription([]string{"b", "k"}, false), w)
+		first := c.Subscribe(edsType, NewSubscription([]string{"b", "k"}, false), w)
 		c.Requested(edsType, c.Interest(edsType), false)
 		c.ApplyUpdate(edsType, Update{Kind: UpdateMerge, Resources: []*Resource{res("b", "1"), res("k", "1")}, Asked: true})
 		c.Subscribe(edsType, NewSubscription([]string{"k"}, false), w)
@@ -156,4 +123,23 @@ func TestShadowExpires(t *testing.T) {
 			t.Fatal("b restored from a shadow ShadowHold old")
 		}
 	})
+}
+
+// askedAnsweredDropped subscribes a shard to names of typeURL, asks the
+// upstream, installs its answer (each name at content "1"), then drops the
+// shard and asks again: the class has dropped them.
+func askedAnsweredDropped(c *Class, w *recorder, typeURL string, incremental bool, names ...string) {
+	kind := UpdateMerge
+	if incremental {
+		kind = UpdateIncremental
+	}
+	s := c.Subscribe(typeURL, NewSubscription(names, false), w)
+	c.Requested(typeURL, c.Interest(typeURL), incremental)
+	update := make([]*Resource, 0, len(names))
+	for _, n := range names {
+		update = append(update, res(n, "1"))
+	}
+	c.ApplyUpdate(typeURL, Update{Kind: kind, Resources: update, Asked: true})
+	c.Unsubscribe(s, w)
+	c.Requested(typeURL, c.Interest(typeURL), incremental)
 }

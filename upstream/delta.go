@@ -311,8 +311,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	ds.setStatus(func(st *ClassStreamStatus) { st.Responses++ })
 	ts := ds.types[resp.TypeURL]
 	if ts == nil {
-		ds.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
-		ds.drops.Add(drop.UpstreamUnsubscribed)
+		ds.dropUnsubscribed(resp.TypeURL)
 		return false, nil
 	}
 	ctx, end := ds.traceResponse(resp.TypeURL, resp.SystemVersionInfo, len(resp.Resources))

@@ -201,10 +201,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	ss.setStatus(func(st *ClassStreamStatus) { st.Responses++ })
 	ts := ss.types[resp.TypeURL]
 	if ts == nil {
-		// Not subscribed on this stream. Any request for the type, even a
-		// NACK, would subscribe to it, so drop the response unanswered.
-		ss.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", resp.TypeURL))
-		ss.drops.Add(drop.UpstreamUnsubscribed)
+		ss.dropUnsubscribed(resp.TypeURL)
 		return false, nil
 	}
 	ts.nonce = resp.Nonce

@@ -409,3 +409,11 @@ func (s *classStream) traceResponse(typeURL, version string, resources int) (ctx
 		span.End()
 	}
 }
+
+// dropUnsubscribed drops, unanswered, a response for a type the stream is
+// not subscribed to: any request for the type, even a NACK, would
+// subscribe to it.
+func (s *classStream) dropUnsubscribed(typeURL string) {
+	s.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", typeURL))
+	s.drops.Add(drop.UpstreamUnsubscribed)
+}
