@@ -158,6 +158,21 @@ func TestDeltaReconnectInitialVersions(t *testing.T) {
 	}
 }
 
+// A name claimed at no version (initial_resource_versions "") on a first
+// request subscribing to it is owed an answer, as go-control-plane answers
+// such a claim: sent if it exists, reported removed once known absent. An
+// xds-relay below claims so every name it asks on a new stream, to learn
+// whether the name exists (upstream.deltaSession.claims).
+func TestDeltaEmptyVersionClaimIsAnswered(t *testing.T) {
+	h := newHarness(t)
+	a1 := h.put(t, EndpointType, true, "A", 1)
+	c := h.deltaADS(t)
+	c.send(&deltaRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"A", "Z"},
+		InitialResourceVersions: map[string]string{"A": "", "Z": ""}})
+	c.ackNext(EndpointType, []string{"Z"}, a1)
+	c.fence()
+}
+
 // A reconnecting wildcard client that holds exactly the current state still
 // gets its first (empty) answer, and nothing is resent.
 func TestDeltaReconnectInSync(t *testing.T) {

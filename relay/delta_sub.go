@@ -30,7 +30,8 @@ import (
 //
 //	subscribe n                                 → owedSend
 //	"*" newly subscribed, n maybe held          → owedSend (see deltaTypeSub.maybe)
-//	first request declares v for n              → heldAt(v) (v empty: notHeld)
+//	first request declares v for n              → heldAt(v) (v empty: notHeld,
+//	                                              or owedSend if n is subscribed)
 //	unsubscribe n under the wildcard            → owedTell
 //	unsubscribe n held through base             → notHeld (and maybe held while a
 //	                                              response is on its way); otherwise
@@ -162,6 +163,13 @@ func (d *deltaTypeSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest)
 	if first {
 		// Reconnect: what the client already holds is not sent again.
 		for n, v := range req.GetInitialResourceVersions() {
+			if _, named := d.names[n]; named && v == "" {
+				// Claimed at no version (as an xds-relay below claims the
+				// names it asks on a new stream): it stays owed, sent if
+				// it exists and reported removed once known absent, as
+				// go-control-plane answers such a claim.
+				continue
+			}
 			d.mark(n, holding(v))
 		}
 	}

@@ -136,7 +136,7 @@ func (ds *deltaSession) syncInterest() error {
 			}
 			ts = &deltaTypeState{}
 			ds.types[typeURL] = ts
-			req.InitialResourceVersions = ds.heldVersions(typeURL, want)
+			req.InitialResourceVersions = ds.claims(typeURL, want)
 		default:
 			if name, held := ds.heldNotSubscribed(typeURL, ts.sub, want); held {
 				return &claimRestart{typeURL: typeURL, name: name}
@@ -252,9 +252,21 @@ func (ds *deltaSession) forget(typeURL string, dropped []string) {
 	}
 }
 
-// heldVersions returns the upstream versions of the resources the relay
-// holds for typeURL within want (nil when none).
-func (ds *deltaSession) heldVersions(typeURL string, want shard.Subscription) map[string]string {
+// claims returns the initial_resource_versions of a stream's first
+// request of typeURL asking for want (nil when none): the upstream version
+// of each resource the class holds within want and, want naming names, the
+// empty version for each name it asks that the class does not hold.
+//
+// The empty claims make the upstream answer every name: go-control-plane
+// never answers a subscription to a name that does not exist, but reports
+// the removal of one a stream claims (and sends one that exists, whatever
+// the version). Without an answer the name's shard stays unknown, and a
+// delta client that holds the name all the same (applied from a response
+// that crossed its unsubscription, before the class dropped it) would never
+// be told it was deleted (conformance
+// snapshot-ads-delta-crossed-resubscribe.json). A wildcard is answered
+// whatever exists, so it claims nothing more.
+func (ds *deltaSession) claims(typeURL string, want shard.Subscription) map[string]string {
 	var out map[string]string
 	for name, v := range ds.deltaVersions[typeURL] {
 		if want.Wildcard || want.Has(name) {
@@ -262,6 +274,17 @@ func (ds *deltaSession) heldVersions(typeURL string, want shard.Subscription) ma
 				out = map[string]string{}
 			}
 			out[name] = v
+		}
+	}
+	if want.Wildcard {
+		return out
+	}
+	for _, name := range want.Names {
+		if _, held := out[name]; !held {
+			if out == nil {
+				out = make(map[string]string, len(want.Names))
+			}
+			out[name] = ""
 		}
 	}
 	return out

@@ -75,11 +75,12 @@ func TestDeltaReconnectSendsInitialResourceVersions(t *testing.T) {
 	wantReq(t, cr, shard.ClusterType, []string{"*"}, nil)
 	wantReq(t, er, edsType, []string{"x", "y"}, nil)
 	// The versions the server gave for what the relay still holds; neither
-	// b nor d (removed) and not y (never received).
+	// b nor d (removed); y (never received) claimed at no version, so that
+	// the server tells whether it exists.
 	if got, want := cr.GetInitialResourceVersions(), map[string]string{"a": "a22", "c": "c1"}; !maps.Equal(got, want) {
 		t.Errorf("CDS initial_resource_versions = %v, want %v", got, want)
 	}
-	if got, want := er.GetInitialResourceVersions(), map[string]string{"x": "x1"}; !maps.Equal(got, want) {
+	if got, want := er.GetInitialResourceVersions(), map[string]string{"x": "x1", "y": ""}; !maps.Equal(got, want) {
 		t.Errorf("EDS initial_resource_versions = %v, want %v", got, want)
 	}
 	if cr.GetResponseNonce() != "" || er.GetResponseNonce() != "" {
@@ -137,16 +138,14 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 	again := srv.next(t)
 	r := again.request(t)
 	wantReq(t, r, edsType, []string{"x"}, nil)
-	v, claimed := r.GetInitialResourceVersions()["x"]
-	if claimed {
+	if v := r.GetInitialResourceVersions()["x"]; v != "" {
 		t.Errorf("BUG: the new stream claims x at version %q in initial_resource_versions, but the relay dropped x when it "+
 			"unsubscribed (class holds nothing for it)", v)
-	} else {
-		// A server honouring initial_resource_versions sends x only when
-		// the relay does not claim to hold it.
-		again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "m1", Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1")}})
-		again.request(t)
 	}
+	// Claimed at no version at most: a server honouring
+	// initial_resource_versions sends x.
+	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "m1", Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1")}})
+	again.request(t)
 	deadline := time.Now().Add(shard.PendingGrace + 2*time.Second)
 	for x.Current() == nil && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // retry pace
@@ -257,8 +256,8 @@ func TestDeltaStaleAnswerVersionNotClaimed(t *testing.T) {
 	subscribe(t, class, edsType, shard.NewSubscription([]string{"y"}, false), w)
 	again := srv.next(t)
 	r := again.request(t)
-	if got, want := r.GetInitialResourceVersions(), map[string]string{"x": "x1"}; !maps.Equal(got, want) {
-		t.Errorf("initial_resource_versions = %v, want %v: y's version came from a stale answer", got, want)
+	if got, want := r.GetInitialResourceVersions(), map[string]string{"x": "x1", "y": ""}; !maps.Equal(got, want) {
+		t.Errorf("initial_resource_versions = %v, want %v: y's version came from a stale answer (y is claimed at no version)", got, want)
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 // servedLog records every response a shard is given, in order.
 type servedLog struct {
 	mu      sync.Mutex
-	served  [][]string // names of each response
+	served  [][]string        // names of each response
+	resps   []*shard.Response // each response
 	changed chan struct{}
 }
 
@@ -27,6 +28,7 @@ func newServedLog() *servedLog { return &servedLog{changed: make(chan struct{}, 
 func (l *servedLog) ShardChanged(_ *shard.Shard, resp *shard.Response) {
 	l.mu.Lock()
 	l.served = append(l.served, slices.Clone(resp.Names))
+	l.resps = append(l.resps, resp)
 	l.mu.Unlock()
 	select {
 	case l.changed <- struct{}{}:
@@ -40,10 +42,23 @@ func (l *servedLog) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) {}
 // response served until then.
 func (l *servedLog) await(t *testing.T, what string, ok func([]string) bool) [][]string {
 	t.Helper()
+	return awaitLogged(t, l, what, func() [][]string { return slices.Clone(l.served) }, ok)
+}
+
+// awaitResponse waits until some response served satisfies ok.
+func (l *servedLog) awaitResponse(t *testing.T, what string, ok func(*shard.Response) bool) {
+	t.Helper()
+	awaitLogged(t, l, what, func() []*shard.Response { return slices.Clone(l.resps) }, ok)
+}
+
+// awaitLogged waits until an item of l that get returns (under l.mu)
+// satisfies ok, and returns the items until then.
+func awaitLogged[T any](t *testing.T, l *servedLog, what string, get func() []T, ok func(T) bool) []T {
+	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
 		l.mu.Lock()
-		served := slices.Clone(l.served)
+		served := get()
 		l.mu.Unlock()
 		if slices.ContainsFunc(served, ok) {
 			return served
@@ -51,7 +66,7 @@ func (l *servedLog) await(t *testing.T, what string, ok func([]string) bool) [][
 		select {
 		case <-l.changed:
 		case <-timeout:
-			t.Fatalf("%s: never served; served %v", what, served)
+			t.Fatalf("%s: never served; served %+v", what, served)
 		}
 	}
 }
