@@ -108,9 +108,12 @@ func TestE2EDeltaUpstreamEDSByName(t *testing.T) {
 }
 
 // TestE2EDeltaUpstreamUnknownCluster subscribes delta clients by name to a
-// cluster that does not exist. go-control-plane never says so over delta; the
-// relay must report it absent once shard.PendingGrace has passed, whether or
-// not the class already had CDS interest.
+// cluster that does not exist. go-control-plane never says so of a name
+// subscribed by "+[name]" on a live stream: the relay reports it absent once
+// shard.PendingGrace has passed. The class's first CDS request claims the
+// names it lacks at no version (initial_resource_versions), which
+// go-control-plane answers with their removal, so absence is then reported
+// as soon as it answers.
 func TestE2EDeltaUpstreamUnknownCluster(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -128,7 +131,16 @@ func TestE2EDeltaUpstreamUnknownCluster(t *testing.T) {
 			start := time.Now()
 			dc.Subscribe(resource.ClusterType, "never")
 			wantDeltaResp(t, dc.Next(shard.PendingGrace+5*time.Second), resource.ClusterType, nil, []string{"never"})
-			if waited := time.Since(start); waited < shard.PendingGrace/2 {
+			if tc.first {
+				first := f.cp.FirstDelta(resource.ClusterType)
+				var claims map[string]string
+				if len(first) > 0 {
+					claims = first[0].GetInitialResourceVersions()
+				}
+				if v, ok := claims["never"]; !ok || v != "" || len(claims) != 1 {
+					t.Fatalf("the class's first CDS request %v, want \"never\" claimed at no version", first)
+				}
+			} else if waited := time.Since(start); waited < shard.PendingGrace/2 {
 				t.Errorf("absence reported after %v, before the upstream could answer", waited)
 			}
 		})
