@@ -156,7 +156,10 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 // view decodes what a client holds of type t for the model.
 func view(rc *runClient, t string) (ClientView, []string) {
 	typeURL := xdstest.Long(t)
-	v := ClientView{Class: rc.join.Class, Delta: rc.join.Delta, Sub: rc.c.Subscription(typeURL), Held: map[string]int{}, Rejected: map[string]int{}}
+	// One snapshot: what it holds and what it rejected must be of the same
+	// instant, or a response handled in between mixes them.
+	st := rc.c.State(typeURL)
+	v := ClientView{Class: rc.join.Class, Delta: rc.join.Delta, Sub: st.Sub, Held: map[string]int{}, Rejected: map[string]int{}}
 	var problems []string
 	decode := func(into map[string]int, m map[string]*anypb.Any) {
 		for n, a := range m {
@@ -172,8 +175,8 @@ func view(rc *runClient, t string) (ClientView, []string) {
 			into[n] = gen
 		}
 	}
-	decode(v.Held, rc.c.Held(typeURL))
-	decode(v.Rejected, rc.c.Rejected(typeURL))
+	decode(v.Held, st.Held)
+	decode(v.Rejected, st.Rejected)
 	return v, problems
 }
 

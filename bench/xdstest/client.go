@@ -505,10 +505,28 @@ func (c *Client) Versions(typeURL string) map[string]string {
 	return copyOf(c, typeURL, func(ts *typeState) map[string]string { return ts.versions })
 }
 
-// Rejected returns, for names the client NACKed and has not accepted a newer
-// word on since, what the NACKed response said (nil: that it is absent).
-func (c *Client) Rejected(typeURL string) map[string]*anypb.Any {
-	return copyOf(c, typeURL, func(ts *typeState) map[string]*anypb.Any { return ts.rejected })
+// TypeState is a client's state of one type URL, read at one instant.
+type TypeState struct {
+	Sub  Sub                   // how the server must read the subscription
+	Held map[string]*anypb.Any // name -> resource held
+	// Rejected: for names the client NACKed and has not accepted a newer
+	// word on since, what the NACKed response said (nil: that it is absent).
+	Rejected map[string]*anypb.Any
+}
+
+// State returns the client's state of typeURL under one lock: a response
+// is handled whole between two calls, never within one. (Held and
+// Rejected read apart could see what a response accepted before it was
+// handled and the rejection it cleared after: a state the client never
+// had.)
+func (c *Client) State(typeURL string) TypeState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ts := c.types[typeURL]
+	if ts == nil {
+		return TypeState{Held: map[string]*anypb.Any{}, Rejected: map[string]*anypb.Any{}}
+	}
+	return TypeState{Sub: ts.sub(), Held: maps.Clone(ts.held), Rejected: maps.Clone(ts.rejected)}
 }
 
 // copyOf returns a copy of the map field of typeURL's state, empty if the
@@ -527,10 +545,13 @@ func copyOf[V any](c *Client, typeURL string, field func(*typeState) map[string]
 func (c *Client) Subscription(typeURL string) Sub {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ts := c.types[typeURL]
-	if ts == nil {
-		return Sub{}
+	if ts := c.types[typeURL]; ts != nil {
+		return ts.sub()
 	}
+	return Sub{}
+}
+
+func (ts *typeState) sub() Sub {
 	return Sub{Wildcard: ts.wildcard, Legacy: ts.legacy, Names: slices.Sorted(maps.Keys(ts.names))}
 }
 

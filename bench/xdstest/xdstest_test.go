@@ -111,6 +111,12 @@ func TestClientAgainstControlPlane(t *testing.T) {
 						t.Fatal(err)
 					}
 					waitHeld(t, c, ClusterType, map[string]int{"a": 3, "b": 1})
+					// The accepted word on a ends its rejection; State reads
+					// all three at once.
+					if st := c.State(ClusterType); !maps.Equal(gens(t, st.Held), map[string]int{"a": 3, "b": 1}) ||
+						len(st.Rejected) != 0 || !st.Sub.Wildcard || !st.Sub.Legacy || len(st.Sub.Names) != 0 {
+						t.Fatalf("State: sub %v, held %v, rejected %v; want legacy[], a:3 b:1, none", st.Sub, gens(t, st.Held), st.Rejected)
+					}
 					if err := cp.Delete(ClusterType, "b"); err != nil {
 						t.Fatal(err)
 					}
