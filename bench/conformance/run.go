@@ -231,14 +231,38 @@ func quiet(model *Model, clients map[int]*runClient, wait time.Duration) string 
 	for _, id := range slices.Sorted(maps.Keys(clients)) {
 		rc := clients[id]
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		rc.c.WaitFor(ctx, func(*xdstest.Client) bool { return problems(model, id, rc) == "" || rc.c.Err() != nil })
+		p := judge(ctx, rc.c, func() string { return problems(model, id, rc) })
 		cancel()
-		if p := problems(model, id, rc); p != "" {
+		if p != "" {
 			report.WriteString(p)
 			report.WriteString(eventTail(rc.c))
 		}
 	}
 	return report.String()
+}
+
+// waiter is what a quiet point waits on: an xdstest.Client.
+type waiter interface {
+	WaitFor(ctx context.Context, cond func(*xdstest.Client) bool) bool
+	Err() error
+}
+
+var _ waiter = (*xdstest.Client)(nil)
+
+// judge waits until check finds nothing wrong with the client, its stream
+// ends, or ctx does, and returns what check found in the state that ended
+// the wait. Checking once more after the wait would judge a later state: a
+// response on its way at the quiet point (an older state the relay learnt
+// late, its correction right behind it) would be reported from a client
+// that had conformed. States passed through after a client conformed are
+// not judged at this quiet point (see hold).
+func judge(ctx context.Context, w waiter, check func() string) string {
+	var found string
+	w.WaitFor(ctx, func(*xdstest.Client) bool {
+		found = check()
+		return found == "" || w.Err() != nil
+	})
+	return found
 }
 
 // hold lets d pass after the clients conformed, then checks them again:
