@@ -109,3 +109,42 @@ func TestUnsubscribedDroppedBeforeWildcardAsked(t *testing.T) {
 		t.Fatalf("wildcard = %+v, want [b] only: a was dropped upstream", got)
 	}
 }
+
+// AwaitsNames, which makes a SotW class stream's request claim no version,
+// holds while a name asked for is neither held nor known absent: l2
+// dropped, then asked for again after an answer that crossed the narrowing
+// request (conformance chain-sotw-crossed-listener.json), is awaited until
+// the next answer.
+func TestAwaitsNamesWhileAskedNamesLacked(t *testing.T) {
+	c, _ := newTestClass(t)
+	w := &recorder{}
+	both := c.Subscribe(ListenerType, NewSubscription([]string{"l1", "l2"}, false), w)
+	c.Requested(ListenerType, c.Interest(ListenerType), false)
+	if !c.AwaitsNames(ListenerType) {
+		t.Fatal("[l1 l2] asked, nothing held: not awaited")
+	}
+	c.ApplyUpdate(ListenerType, Update{Kind: UpdateFull, Resources: []*Resource{res("l1", "1"), res("l2", "1")}, Asked: true})
+	if c.AwaitsNames(ListenerType) {
+		t.Fatal("awaited after the answer")
+	}
+	c.Subscribe(ListenerType, NewSubscription([]string{"l1"}, false), w)
+	c.Unsubscribe(both, w)
+	c.Requested(ListenerType, c.Interest(ListenerType), false) // [l1]: l2 dropped
+	c.Subscribe(ListenerType, NewSubscription([]string{"l2"}, false), w)
+	if c.AwaitsNames(ListenerType) {
+		t.Fatal("l2 awaited before it is asked for")
+	}
+	// The answer to [l1 l2] crossing [l1], read before l2 is asked again.
+	c.ApplyUpdate(ListenerType, Update{Kind: UpdateFull, Resources: []*Resource{res("l1", "1"), res("l2", "2")}, Asked: true})
+	c.Requested(ListenerType, c.Interest(ListenerType), false) // [l1 l2]
+	if !c.AwaitsNames(ListenerType) {
+		t.Fatal("l2 asked for again, dropped from the crossed answer: not awaited")
+	}
+	c.ApplyUpdate(ListenerType, Update{Kind: UpdateFull, Resources: []*Resource{res("l1", "1"), res("l2", "2")}, Asked: true})
+	if c.AwaitsNames(ListenerType) {
+		t.Fatal("awaited after the answer")
+	}
+	if c.AwaitsNames(edsType) {
+		t.Fatal("a type without a table awaited")
+	}
+}

@@ -204,6 +204,18 @@ func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) (d
 	return dropped
 }
 
+// AwaitsNames reports whether the upstream was last asked for names of
+// typeURL that the class neither holds nor knows to be absent: pending
+// names (Listener and Cluster, or any type of an incremental upstream),
+// whose answer is owed. A SotW upstream's request then claims no version
+// (upstream/sotw.go), so that the upstream answers them.
+func (c *Class) AwaitsNames(typeURL string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.tables[typeURL]
+	return t != nil && t.pending.asked()
+}
+
 // Interest returns the union of the subscriptions of typeURL's shards.
 func (c *Class) Interest(typeURL string) Subscription {
 	c.mu.Lock()

@@ -27,7 +27,9 @@ import "time"
 // for it all along would hold it too.
 //
 // Listener and Cluster are not shadowed: a SotW response of theirs lists
-// every resource asked for, so a late answer carries the name again. Nor are
+// every resource asked for, and a request asking for one the class lacks
+// claims no version (Class.AwaitsNames), which the upstream answers with
+// it, or without it if it was deleted. Nor are
 // incremental upstreams' types: the class tells a delta upstream what it
 // holds (initial_resource_versions). A shadowed resource is forgotten
 // ShadowHold after its drop (the upstream's stale belief lives only until

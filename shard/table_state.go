@@ -228,6 +228,17 @@ func (p pendingNames) answerCame() []string {
 	return out
 }
 
+// asked reports whether a name waits for the answer to a request that
+// asked for it.
+func (p pendingNames) asked() bool {
+	for _, pn := range p {
+		if pn.state != wanted {
+			return true
+		}
+	}
+	return false
+}
+
 // expire resolves the names whose grace passed at now, and returns them.
 func (p pendingNames) expire(now time.Time) []string {
 	var out []string

@@ -231,9 +231,10 @@ func TestNamesAnsweredNoFallback(t *testing.T) {
 			if served := a.await(t, "cluster a", holds("a")); !slices.EqualFunc(served, [][]string{{"a"}}, slices.Equal[[]string]) {
 				t.Fatalf("shard [a] served %v, want [[a]]", served)
 			}
-			// x is asked for on the answered stream; it is served as absent
-			// (after PendingGrace when the upstream stays silent), later than
-			// a fallback would have engaged.
+			// x is asked for on the answered stream, at no version (the class
+			// lacks it); it is served as absent once the upstream answers (or
+			// after PendingGrace when it stays silent), and no fallback
+			// engages: the stream was answered.
 			subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"x"}, false), x)
 			x.await(t, "x as absent", holds())
 			if got := m.ignoredFor(shard.ClusterType); got != 0 {

@@ -172,7 +172,8 @@ func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscr
 		req.Node = ss.node
 		ss.first = false
 	}
-	ts.pureACK = nonce != "" && nack == nil && ts.sub.Equal(want)
+	asksAnew := !ts.sub.Equal(want)
+	ts.pureACK = nonce != "" && nack == nil && !asksAnew
 	if ts.deferred != nil && ts.nack == nil && req.ResponseNonce == ts.nonce {
 		ss.cancelDeferred(ts) // this request ACKs what the deferred ACK would have
 	}
@@ -183,6 +184,18 @@ func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscr
 		ss.class.UpstreamHoldsNothing(typeURL)
 	}
 	ss.class.Requested(typeURL, want, false)
+	if asksAnew && !want.Wildcard && req.VersionInfo != "" && ss.class.AwaitsNames(typeURL) {
+		// A Listener or Cluster newly asked for that the class lacks: claim
+		// no version, which go-control-plane answers with the state of
+		// every name asked. At the version the stream holds, its caches
+		// answer only for a name they believe the stream lacks, and an
+		// answer the class read after it stopped asking for a name (it
+		// crossed the request) made them believe it held, though the class
+		// dropped it: the name waited out shard.PendingGrace and was served
+		// as absent (conformance snapshot-sotw-crossed-cluster.json). Any
+		// answer resolves the names, so its ACK claims the version again.
+		req.VersionInfo = ""
+	}
 	if err := ss.stream.SendMsg(req); err != nil {
 		return fmt.Errorf("send %s request: %w", typeURL, err)
 	}
