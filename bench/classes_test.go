@@ -102,6 +102,41 @@ func TestWorkloadStateBytes(t *testing.T) {
 	}
 }
 
+// Padding grows every cluster by about its bytes and keeps the overlap: a
+// shared cluster is still byte-identical across classes.
+func TestWorkloadPadding(t *testing.T) {
+	const pad = 1000
+	plain := Workload{Classes: 2, Clusters: 4, Overlap: 0.5}
+	padded := plain
+	padded.Padding = pad
+	_, uniqPlain, err := plain.StateBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allPadded, uniqPadded, err := padded.StateBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := int64(plain.Shared() + (plain.Clusters-plain.Shared())*plain.Classes)
+	if grown := (uniqPadded - uniqPlain) / distinct; grown < pad || grown > pad+64 { // 64: the metadata's keys and framing
+		t.Errorf("padding %d grew each distinct cluster by %d bytes", pad, grown)
+	}
+	if allPadded >= int64(plain.Classes)*uniqPadded {
+		t.Errorf("padded: all %d, unique %d: the shared clusters are no longer counted once", allPadded, uniqPadded)
+	}
+	a, err := marshalAny(padded.Cluster(0, 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := marshalAny(padded.Cluster(1, 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Error("a shared padded cluster differs between classes")
+	}
+}
+
 // A churn run accounts for every update: each (update, client of its
 // class) pair is a receipt or superseded by a later update of the class,
 // every client ends with its class's last update, and the latency

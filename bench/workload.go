@@ -3,12 +3,14 @@ package bench
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // ChurnAssignment is the one load assignment every churn client subscribes
@@ -23,6 +25,11 @@ type Workload struct {
 	// Overlap is the fraction of each class's clusters that are identical
 	// across classes, 0 to 1.
 	Overlap float64
+	// Padding adds this many bytes of filter metadata to every cluster, to
+	// model larger resources than the bench's plain EDS clusters (about
+	// 125 bytes encoded): a mesh's clusters carry TLS contexts, circuit
+	// breakers and metadata, 0.5 to a few KB each.
+	Padding int
 }
 
 // Shared is the number of each class's clusters identical across classes.
@@ -34,6 +41,11 @@ func (w Workload) Cluster(k, i int, changed bool) *clusterv3.Cluster {
 	c := syntheticCluster(i, changed)
 	if i >= w.Shared() {
 		c.EdsClusterConfig.ServiceName = fmt.Sprintf("service-%05d.k%04d.bench.svc.cluster.local", i, k)
+	}
+	if w.Padding > 0 {
+		c.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+			"bench.padding": {Fields: map[string]*structpb.Value{"pad": structpb.NewStringValue(strings.Repeat("p", w.Padding))}},
+		}}
 	}
 	return c
 }

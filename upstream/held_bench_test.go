@@ -40,14 +40,25 @@ func classResponse(tb testing.TB, w bench.Workload, k int) []byte {
 // shard.BodyKeepAlive). What is held then: the store's distinct resources,
 // the classes' tables, indexes, shards and responses, and whatever each
 // class's validator keeps between responses. Reported against the distinct
-// resources' encoded bytes (bench.Workload.StateBytes). Run it once:
+// resources' encoded bytes (bench.Workload.StateBytes), and as the bytes
+// held beyond them per distinct resource and per class's reference to one,
+// for resources of the bench's plain size (pad=0, about 125 bytes) and
+// padded with filter metadata to mesh-like sizes. Run it once:
 // -benchtime 1x.
 func BenchmarkHeldForClasses(b *testing.B) {
-	w := bench.Workload{Classes: 20, Clusters: 10_000, Overlap: 0.9}
+	for _, pad := range []int{0, 400, 900, 1900} {
+		b.Run(fmt.Sprint("pad=", pad), func(b *testing.B) {
+			benchmarkHeldForClasses(b, bench.Workload{Classes: 20, Clusters: 10_000, Overlap: 0.9, Padding: pad})
+		})
+	}
+}
+
+func benchmarkHeldForClasses(b *testing.B, w bench.Workload) {
 	_, unique, err := w.StateBytes()
 	if err != nil {
 		b.Fatal(err)
 	}
+	distinct := w.Shared() + (w.Clusters-w.Shared())*w.Classes
 	for b.Loop() {
 		before := liveHeap()
 		acquire := storeClasses(b)
@@ -67,9 +78,11 @@ func BenchmarkHeldForClasses(b *testing.B) {
 				b.Fatalf("a shard of %d resources, want %d", got, w.Clusters)
 			}
 		}
+		b.ReportMetric(float64(unique)/float64(distinct), "B/resource")
 		b.ReportMetric(float64(unique)/1e6, "unique-MB")
 		b.ReportMetric(float64(held)/1e6, "held-MB")
 		b.ReportMetric(float64(held)/float64(unique), "held/unique")
+		b.ReportMetric(float64(held-unique)/float64(distinct), "over-B/resource")
 		runtime.KeepAlive(valid)
 		runtime.KeepAlive(classes)
 	}
