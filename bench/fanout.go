@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -77,6 +76,10 @@ type FanoutConfig struct {
 	// ServerStderr receives the measured server's log (nil: this process's
 	// stderr).
 	ServerStderr io.Writer
+	// Rounds repeats the timed update, each round one cluster changed from
+	// the last (default 1); the time and CPU figures are the median
+	// round's of each (rounds.go).
+	Rounds int
 }
 
 // Progress is one phase's progress report (a progress bar in xds-bench).
@@ -136,6 +139,11 @@ type FanoutResult struct {
 	AfterSentLast time.Duration `json:"after_sent_last_ns"`
 	// Churn is the sustained EDS run's result (FanoutConfig.Churn).
 	Churn *ChurnResult `json:"churn,omitempty"`
+	// RoundsCPU and RoundsLast are each round's server CPU and time to the
+	// last client when the update was repeated (FanoutConfig.Rounds > 1);
+	// the figures above are then the median round's of each (rounds.go).
+	RoundsCPU  []time.Duration `json:"rounds_cpu_ns,omitempty"`
+	RoundsLast []time.Duration `json:"rounds_last_ns,omitempty"`
 }
 
 // target is the measured server the clients connect to.
@@ -179,6 +187,9 @@ func (cfg *FanoutConfig) fillDefaults() error {
 	}
 	if cfg.StreamsPerConn <= 0 {
 		cfg.StreamsPerConn = 1
+	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 1
 	}
 	if cfg.ServerStderr == nil {
 		cfg.ServerStderr = os.Stderr
@@ -291,55 +302,23 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 			return nil, fmt.Errorf("initial load assignments: %w", err)
 		}
 	}
-	if err := srv.prepare(ctx, "v2", 0); err != nil {
-		return nil, err
-	}
-	idle, err := srv.usage()
-	if err != nil {
-		return nil, err
-	}
-
 	profiled := startCPUProfile(srv, cfg.CPUProfile, cfg.CPUProfileFor)
-	cfg.Log("updating %d classes", cfg.Classes)
-	start := time.Now()
-	published, err := srv.set(ctx, "v2", 0)
-	if err != nil {
-		return nil, err
-	}
-	// One cluster changed: SotW clients get the full state again, delta
-	// clients exactly the changed cluster.
-	want := cfg.Clusters
-	if cfg.Delta {
-		want = 1
-	}
-	got, err := awaitPhase(cfg, receipts, "v2", want)
-	if err != nil {
-		return nil, fmt.Errorf("update: %w", err)
+	rounds := make([]round, 0, cfg.Rounds)
+	var idle ProcUsage
+	for r := range cfg.Rounds {
+		rd, before, err := timedUpdate(ctx, cfg, srv, receipts, r)
+		if err != nil {
+			return nil, err
+		}
+		if r == 0 {
+			idle = before // every client holding the first state
+		}
+		rounds = append(rounds, rd)
 	}
 	after, err := srv.usage()
 	if err != nil {
 		return nil, err
 	}
-	// Each class's sent instant: its upstream's Send, or the publication.
-	sent := make([]time.Time, cfg.Classes)
-	var upstreamSent time.Duration
-	for k := range sent {
-		at, ok := srv.sentAt(k, ClusterType, "v2")
-		if !ok {
-			at = published
-		}
-		sent[k] = at
-		upstreamSent = max(upstreamSent, at.Sub(start))
-	}
-	lat, afterSent := make([]time.Duration, len(got)), make([]time.Duration, len(got))
-	var total int64
-	for i, r := range got {
-		lat[i] = r.At.Sub(start)
-		afterSent[i] = r.At.Sub(sent[r.Client%cfg.Classes])
-		total += int64(r.Bytes)
-	}
-	slices.Sort(lat)
-	slices.Sort(afterSent)
 	if err := <-profiled; err != nil {
 		return nil, err
 	}
@@ -375,21 +354,17 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if cfg.Target == TargetTCP {
 		service = ""
 	}
-	return &FanoutResult{
+	res := &FanoutResult{
 		Target: cfg.Target, Cache: cache,
 		Clients: cfg.Clients, StreamsPerConn: cfg.StreamsPerConn, ClientWindow: cfg.ClientWindow, Service: service,
 		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta, Unique: cfg.Unique,
 		StateBytes: stateAll, StateUniqueBytes: stateUnique,
-		ResponseBytes: got[0].Bytes, BytesTotal: total,
-		First: lat[0], P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Last: lat[len(lat)-1],
-		ServerCPU:     after.CPU - idle.CPU,
 		ServerRSSBase: base.RSS, ServerRSSIdle: idle.RSS, ServerRSSAfter: after.RSS,
 		UpstreamStreams: streams, UpstreamRequests: requests,
-		Latencies:    lat,
-		UpstreamSent: upstreamSent,
-		AfterSentP50: afterSent[len(afterSent)/2], AfterSentP99: afterSent[len(afterSent)*99/100], AfterSentLast: afterSent[len(afterSent)-1],
 		Churn: churnRes,
-	}, nil
+	}
+	summarize(res, rounds)
+	return res, nil
 }
 
 // startCPUProfile starts the relay target's CPU profile for d and returns

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +169,49 @@ func TestFanoutConfigRejects(t *testing.T) {
 		if _, err := RunFanout(context.Background(), cfg); err == nil {
 			t.Errorf("RunFanout(%+v) succeeded, want an error", cfg)
 		}
+	}
+}
+
+// A repeated update delivers every round to every client once (RunFanout
+// fails otherwise: a delta client must get exactly the one cluster each
+// round changed), and the figures are the rounds' medians.
+func TestFanoutRounds(t *testing.T) {
+	const clients, classes, clusters, rounds = 12, 2, 20, 4
+	for _, tc := range []struct {
+		name string
+		cfg  FanoutConfig
+	}{
+		{"relay-sotw", FanoutConfig{Target: TargetRelay}},
+		{"relay-delta-upstream-delta", FanoutConfig{Target: TargetRelay, Delta: true, UpstreamDelta: true}},
+		{"limit-delta", FanoutConfig{Target: TargetLimit, Delta: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			relay, benchBin := binaries(t)
+			var serverLog xdstest.SyncBuffer
+			cfg := tc.cfg
+			cfg.RelayBin, cfg.BenchBin, cfg.Rounds = relay, benchBin, rounds
+			cfg.Clients, cfg.Classes, cfg.Clusters = clients, classes, clusters
+			cfg.Timeout, cfg.Log, cfg.ServerStderr = 30*time.Second, t.Logf, &serverLog
+			res, err := RunFanout(context.Background(), cfg)
+			if err != nil {
+				t.Fatalf("%v\nserver log:\n%s", err, serverLog.String())
+			}
+			if len(res.RoundsCPU) != rounds || len(res.RoundsLast) != rounds {
+				t.Fatalf("%d CPU and %d last figures, want one per round (%d)", len(res.RoundsCPU), len(res.RoundsLast), rounds)
+			}
+			cpu := slices.Clone(res.RoundsCPU)
+			slices.Sort(cpu)
+			if res.ServerCPU != cpu[(rounds-1)/2] {
+				t.Errorf("server CPU %v, want the rounds' median of %v", res.ServerCPU, res.RoundsCPU)
+			}
+			last := slices.Clone(res.RoundsLast)
+			slices.Sort(last)
+			if res.Last != last[(rounds-1)/2] {
+				t.Errorf("last %v, want the rounds' median of %v", res.Last, res.RoundsLast)
+			}
+			if len(res.Latencies) != clients {
+				t.Errorf("%d latencies, want the first round's, one per client (%d)", len(res.Latencies), clients)
+			}
+		})
 	}
 }

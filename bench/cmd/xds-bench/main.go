@@ -88,6 +88,7 @@ func main() {
 	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
 	relayConfig := flag.String("relay-config", "", "the relay's --config file (its limits: max_streams 200000, max_streams_per_connection 100 by default)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
+	rounds := flag.Int("rounds", 1, "repeat the timed update this many times (each one cluster changed from the last) and report the median round's time and CPU: one round is a lottery for a garbage collection")
 	jsonOut := flag.String("json", "", "write the results as a JSON array to this file")
 	quiet := flag.Bool("quiet", false, "no progress bars (shown only when stderr is a terminal)")
 	warmup := flag.Bool("warmup", true, "first run the first target at the largest N once, unmeasured: the bench process's own first-run costs (its heap growing to hold N clients' buffers) must not land on whichever target runs first")
@@ -119,7 +120,7 @@ func main() {
 		BenchBin: self, RelayConfig: *relayConfig,
 		Clusters: *clusters, Unique: 1 - *overlap, Churn: *churn, ChurnDuration: *duration,
 		Delta: *delta, Service: *service, StreamsPerConn: *perConn,
-		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, Timeout: *timeout,
+		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, Timeout: *timeout, Rounds: *rounds,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	}
 	specs := strings.Split(*targets, ",")
@@ -173,8 +174,8 @@ func main() {
 					failed = true
 					continue
 				}
-				fmt.Fprintf(os.Stderr, "xds-bench: %s: last %v (%v after sent), server CPU %v, RSS idle %.1f MiB\n",
-					name, res.Last.Round(time.Millisecond), res.AfterSentLast.Round(time.Millisecond), res.ServerCPU, float64(res.ServerRSSIdle)/(1<<20))
+				fmt.Fprintf(os.Stderr, "xds-bench: %s: last %v (%v after sent), server CPU %v, RSS idle %.1f MiB%s\n",
+					name, res.Last.Round(time.Millisecond), res.AfterSentLast.Round(time.Millisecond), res.ServerCPU, float64(res.ServerRSSIdle)/(1<<20), roundsNote(res))
 				results = append(results, res)
 			}
 		}
@@ -187,7 +188,11 @@ func main() {
 	if *window > 0 {
 		win = fmt.Sprintf("window %d B", *window)
 	}
-	fmt.Printf("%s clients, service %s, %d per connection, %s; classes %s, %d clusters, overlap %v; one cluster changed\n", proto, *service, *perConn, win, *classList, *clusters, *overlap)
+	each := ""
+	if *rounds > 1 {
+		each = fmt.Sprintf(" in each of %d rounds (time and CPU: the median round's)", *rounds)
+	}
+	fmt.Printf("%s clients, service %s, %d per connection, %s; classes %s, %d clusters, overlap %v; one cluster changed%s\n", proto, *service, *perConn, win, *classList, *clusters, *overlap, each)
 	if err := writeTable(os.Stdout, results); err != nil {
 		fail(err)
 	}
@@ -247,4 +252,16 @@ func parseInts(s string) ([]int, error) {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "xds-bench:", err)
 	os.Exit(1)
+}
+
+// roundsNote lists each round's CPU when the update was repeated.
+func roundsNote(res *bench.FanoutResult) string {
+	if len(res.RoundsCPU) == 0 {
+		return ""
+	}
+	parts := make([]string, len(res.RoundsCPU))
+	for i, c := range res.RoundsCPU {
+		parts[i] = c.Round(100 * time.Microsecond).String()
+	}
+	return " (median of rounds: CPU " + strings.Join(parts, " ") + ")"
 }
