@@ -43,39 +43,88 @@ func WithVersion(hash uint64, version string) uint64 {
 	return d.Sum64()
 }
 
-// SetHasher hashes an ordered set of (name, resource hash) pairs into a
-// version. Callers feed the pairs in a canonical order (sorted by name) so the
-// result does not depend on the order the upstream used.
+// SetSum is the hash of a set of (name, resource hash) members, such as a
+// shard's resources: a member's hash is a strong 64-bit hash of its name's
+// hash and its resource hash (MemberHash), and the set's is the sum of its
+// members' hashes mod 2^64, sealed with the type URL and the member count
+// (Sum). A sum does not depend on the order members are added in, and a
+// member is taken out again by subtracting its hash (Remove), so a table
+// keeps the sum of everything it holds as resources come and go, and a
+// class update that changes one resource of 1,000 costs two member hashes,
+// not a hash of all 1,000.
 //
-// The zero value is not usable; call NewSetHasher. Owned by the goroutine
-// that created it; not safe for concurrent use.
-type SetHasher struct {
-	d   *xxhash.Digest
-	buf [8]byte
+// Why a sum is safe where a sequential hash was used: a sum identifies a
+// shard's content (Response.Sum), and a collision would lose an update.
+// Two distinct sets collide when the sum of their differing members'
+// hashes is equal mod 2^64; with member hashes that behave as independent
+// random 64-bit values (xxhash over 16 bytes, every bit of both inputs
+// avalanching) that happens with probability 2^-64 for any fixed pair of
+// sets, what it was for the sequential hash. An XOR of member hashes would
+// be linear over GF(2): among any 65 candidate members some subsets have
+// equal XORs, found by Gaussian elimination in an instant; a sum needs a
+// generalized-birthday search. A member hash separable into name and
+// content parts (f(name) + g(hash)) would collide when two names swap
+// contents: MemberHash mixes both through one hash, and TestSetSum checks
+// the swap. Like the sequential hash before it, a sum is not
+// collision-resistant against someone choosing names to collide: the names
+// come from the relay's own control plane.
+//
+// The zero value is the empty set. Not safe for concurrent use.
+type SetSum struct {
+	acc uint64 // sum of the members' hashes, mod 2^64
+	n   int    // members
 }
 
-// NewSetHasher returns a hasher for one resource set of typeURL.
-func NewSetHasher(typeURL string) *SetHasher {
-	h := &SetHasher{d: xxhash.New()}
-	h.writeString(typeURL)
-	return h
+// MemberHash is the hash of one member of a resource set.
+func MemberHash(name string, resourceHash uint64) uint64 {
+	return pairHash(xxhash.Sum64String(name), resourceHash)
 }
 
-func (h *SetHasher) writeString(s string) {
-	binary.LittleEndian.PutUint64(h.buf[:], uint64(len(s)))
-	_, _ = h.d.Write(h.buf[:])
-	_, _ = h.d.WriteString(s)
+// pendingTag marks a member that is a pending name, not a resource.
+const pendingTag = 0x70656e64696e6721 // "pending!"
+
+func pairHash(a, b uint64) uint64 {
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[:8], a)
+	binary.LittleEndian.PutUint64(buf[8:], b)
+	return xxhash.Sum64(buf[:])
 }
 
-// Add feeds one member of the set.
-func (h *SetHasher) Add(name string, resourceHash uint64) {
-	h.writeString(name)
-	binary.LittleEndian.PutUint64(h.buf[:], resourceHash)
-	_, _ = h.d.Write(h.buf[:])
+// Add adds the member (name, resourceHash).
+func (s *SetSum) Add(name string, resourceHash uint64) {
+	s.acc += MemberHash(name, resourceHash)
+	s.n++
 }
 
-// Sum returns the set's hash.
-func (h *SetHasher) Sum() uint64 { return h.d.Sum64() }
+// Remove takes out a member added before.
+func (s *SetSum) Remove(name string, resourceHash uint64) {
+	s.acc -= MemberHash(name, resourceHash)
+	s.n--
+}
+
+// AddPending adds a name the set's owner waits to learn about: a member
+// unlike any resource's (its hash is a 24-byte hash, a resource's a
+// 16-byte one).
+func (s *SetSum) AddPending(name string) {
+	var buf [24]byte
+	binary.LittleEndian.PutUint64(buf[:8], xxhash.Sum64String(name))
+	binary.LittleEndian.PutUint64(buf[8:16], pendingTag)
+	binary.LittleEndian.PutUint64(buf[16:], pendingTag)
+	s.acc += xxhash.Sum64(buf[:])
+	s.n++
+}
+
+// Len is the number of members.
+func (s SetSum) Len() int { return s.n }
+
+// Sum returns the hash of the set as resources of typeURL.
+func (s SetSum) Sum(typeURL string) uint64 {
+	var buf [24]byte
+	binary.LittleEndian.PutUint64(buf[:8], xxhash.Sum64String(typeURL))
+	binary.LittleEndian.PutUint64(buf[8:16], s.acc)
+	binary.LittleEndian.PutUint64(buf[16:], uint64(s.n))
+	return xxhash.Sum64(buf[:])
+}
 
 // Version renders a content hash as the version string sent to clients.
 // It is fixed-width hex so versions sort and compare cheaply in logs.

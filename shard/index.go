@@ -4,6 +4,9 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
+
+	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
 // resIndex is a table's resources by name, in the least memory a class
@@ -27,6 +30,38 @@ type resIndex struct {
 	// of names removed. nil when none.
 	added   map[string]*Resource
 	removed map[string]struct{}
+
+	// held is what a wildcard shard's response needs to know of every
+	// resource held, kept as resources are put and removed, so a class
+	// update that changes one resource of many rebuilds in time of the
+	// change, not of the table (see heldSet).
+	held heldSet
+}
+
+// heldSet sums up a set of resources: the hash of its (name, resource
+// hash) members, its encoded size in a response, and how many have a rare
+// part (aliases, a TTL: a response looks at each resource only when some
+// do).
+type heldSet struct {
+	members dedup.SetSum
+	size    int // sum of wire.ResourceSize(len(Any))
+	rare    int // resources with a Rare part
+}
+
+func (h *heldSet) add(r *Resource) {
+	h.members.Add(r.Name, r.Hash)
+	h.size += wire.ResourceSize(len(r.Any))
+	if r.Rare != nil {
+		h.rare++
+	}
+}
+
+func (h *heldSet) remove(r *Resource) {
+	h.members.Remove(r.Name, r.Hash)
+	h.size -= wire.ResourceSize(len(r.Any))
+	if r.Rare != nil {
+		h.rare--
+	}
 }
 
 // get returns the resource named name.
@@ -54,8 +89,13 @@ func (x *resIndex) find(name string) (int, bool) {
 
 // put holds r under its name, in place of any resource of that name.
 func (x *resIndex) put(r *Resource) {
+	x.held.add(r)
 	if i, ok := x.names.find(r.Name); ok && x.names != nil {
-		delete(x.removed, r.Name) // removed and put back since names was made
+		if _, gone := x.removed[r.Name]; gone {
+			delete(x.removed, r.Name) // removed and put back since names was made
+		} else {
+			x.held.remove(x.list[i])
+		}
 		if !x.owned {
 			x.list, x.owned = slices.Clone(x.list), true
 		}
@@ -65,16 +105,21 @@ func (x *resIndex) put(r *Resource) {
 	if x.added == nil {
 		x.added = map[string]*Resource{}
 	}
+	if old, ok := x.added[r.Name]; ok {
+		x.held.remove(old)
+	}
 	x.added[r.Name] = r
 }
 
 // remove forgets the resource named name, if held.
 func (x *resIndex) remove(name string) {
-	if _, ok := x.added[name]; ok {
+	if r, ok := x.added[name]; ok {
+		x.held.remove(r)
 		delete(x.added, name)
 		return
 	}
-	if _, ok := x.find(name); ok {
+	if i, ok := x.find(name); ok {
+		x.held.remove(x.list[i])
 		if x.removed == nil {
 			x.removed = map[string]struct{}{}
 		}

@@ -31,6 +31,13 @@ func checkIndex(t *testing.T, step int, x *resIndex, want map[string]*Resource) 
 	if !maps.Equal(seen, want) {
 		t.Fatalf("step %d: all yields %d resources, want %d", step, len(seen), len(want))
 	}
+	var held heldSet
+	for _, r := range want {
+		held.add(r)
+	}
+	if x.held != held {
+		t.Fatalf("step %d: the index keeps %+v of what it holds, want %+v", step, x.held, held)
+	}
 }
 
 // The index holds what a map would, under any sequence of puts (new names
@@ -50,6 +57,9 @@ func TestResIndexIsAMap(t *testing.T) {
 		switch op := rng.IntN(10); {
 		case op < 5:
 			r := res(name, fmt.Sprint(step))
+			if rng.IntN(4) == 0 {
+				r.Rare = NewRare([]string{"alias-" + name}, nil, "")
+			}
 			x.put(r)
 			want[name] = r
 		case op < 8:

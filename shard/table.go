@@ -274,9 +274,19 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 		seen = getNameSet()
 		defer putNameSet(seen)
 	}
+	var held *ptrSet
+	if distinct && len(update) >= ptrSetMin && 2*len(update) >= t.resources.len() {
+		// (Distinct names only: with two of a name, the second must
+		// replace the first even when it is the one held before.)
+		held = t.heldPtrs()
+		defer held.release()
+	}
 	for _, r := range update {
 		if seen != nil {
 			seen[r.Name] = struct{}{}
+		}
+		if held != nil && held.has(r) {
+			continue // the very resource held under its name: unchanged
 		}
 		old, ok := t.resources.get(r.Name)
 		if ok && old.sameAs(r) {

@@ -25,35 +25,42 @@ func (t *table) rebuild(s *Shard) bool {
 	}
 	var included []*Resource
 	var outNames []string // the names of included; nil: not yet made
+	var set heldSet
 	if s.Sub.Wildcard {
 		// Explicit names are already covered: the table only holds resources
 		// of the class's union interest, and a wildcard shard takes them all:
-		// the table's sorted list and names, shared.
+		// the table's sorted list and names, shared, and the sums the table
+		// keeps of them (a class update of one resource of many costs that
+		// resource, not the table).
 		outNames, included = t.resources.sorted()
+		set = t.resources.held
 	} else {
 		included = t.selectNames(s.Sub.Names)
+		for _, r := range included {
+			set.add(r)
+		}
 	}
-	h := dedup.NewSetHasher(t.typeURL)
-	size := 0
 	var aliases map[string]string
-	for _, r := range included {
-		h.Add(r.Name, r.Hash)
-		size += wire.ResourceSize(len(r.Any))
-		for _, a := range r.Aliases() {
-			if aliases == nil {
-				aliases = map[string]string{}
+	hasTTL := false
+	if set.rare > 0 {
+		for _, r := range included {
+			hasTTL = hasTTL || r.TTL() != nil
+			for _, a := range r.Aliases() {
+				if aliases == nil {
+					aliases = map[string]string{}
+				}
+				aliases[a] = r.Name
 			}
-			aliases[a] = r.Name
 		}
 	}
 	// The version clients see is the content's; the pending names are part
 	// of the shard version's identity only (Sum), so resolving one is news
 	// to delta clients but not a new SotW version.
-	contentSum := h.Sum()
+	contentSum := set.members.Sum(t.typeURL)
 	for _, n := range unknown {
-		h.Add("\x00unknown\x00"+n, 0)
+		set.members.AddPending(n)
 	}
-	sum := h.Sum()
+	sum := set.members.Sum(t.typeURL)
 	cur := s.current.Load()
 	if len(included) == 0 && !t.fullState && !t.up.absenceKnown {
 		// Nothing to tell anyone: a SotW response would be a no-op, and with
@@ -79,12 +86,9 @@ func (t *table) rebuild(s *Shard) bool {
 	}
 	// The body is built on first use (see Response.Body).
 	next := &Response{TypeURL: t.typeURL, Version: version, Sum: sum, contentSum: contentSum,
-		BodyLen: wire.BodySize(version, t.typeURL, size),
+		BodyLen: wire.BodySize(version, t.typeURL, set.size),
 		Names:   outNames, Resources: included, AbsenceKnown: t.up.absenceKnown, Unknown: unknown, Aliases: aliases,
-		UpstreamVersioned: t.up.version != ""}
-	for _, r := range included {
-		next.HasTTL = next.HasTTL || r.TTL() != nil
-	}
+		HasTTL: hasTTL, UpstreamVersioned: t.up.version != ""}
 	if cur != nil {
 		next.HasPrev, next.PrevSum = true, cur.Sum
 		next.Changed, next.Removed = diff(cur, next)
@@ -102,6 +106,13 @@ func (t *table) rebuild(s *Shard) bool {
 func diff(old, next *Response) (changed []*Resource, removed []string) {
 	i, j := 0, 0
 	for i < len(old.Resources) || j < len(next.Resources) {
+		if i < len(old.Resources) && j < len(next.Resources) && old.Resources[i] == next.Resources[j] {
+			// The same resource: a table's list with one content
+			// replaced is the old list but for that slot.
+			i++
+			j++
+			continue
+		}
 		switch {
 		case j == len(next.Resources) || i < len(old.Resources) && old.Resources[i].Name < next.Resources[j].Name:
 			if next.KnownAbsent(old.Resources[i].Name) {

@@ -75,23 +75,70 @@ func (s *Store) Lookup(hash uint64, name []byte, anyBytes, ttl []byte, aliases [
 }
 
 // LookupPlain sets out[i] to the held plain resource of hash hashes[i]
-// and Any bytes raws[i], when there is one; see shard.ResourceStore.
+// and Any bytes raws[i], when there is one; see shard.ResourceStore. A
+// batch of many (a SotW response's whole state) is looked up a part at a
+// time, each part locked once rather than once a resource (an uncontended
+// lock and unlock were most of a lookup's time).
 func (s *Store) LookupPlain(hashes []uint64, raws [][]byte, out []*shard.Resource) (found int) {
+	if len(hashes) < 2*parts {
+		for i, hash := range hashes {
+			p := s.part(hash)
+			p.mu.Lock()
+			found += p.lookupPlain(hash, raws[i], &out[i])
+			p.mu.Unlock()
+		}
+		return found
+	}
+	// The positions of hashes, ordered by part: a counting sort.
+	var start [parts + 1]int32
+	for _, hash := range hashes {
+		start[hash%parts+1]++
+	}
+	for i := 1; i <= parts; i++ {
+		start[i] += start[i-1]
+	}
+	buf := orders.Get().(*[]int32)
+	defer orders.Put(buf)
+	if cap(*buf) < len(hashes) {
+		*buf = make([]int32, len(hashes))
+	}
+	order := (*buf)[:len(hashes)]
+	next := start
 	for i, hash := range hashes {
-		p := s.part(hash)
+		order[next[hash%parts]] = int32(i)
+		next[hash%parts]++
+	}
+	for pi := range parts {
+		lo, hi := start[pi], start[pi+1]
+		if lo == hi {
+			continue
+		}
+		p := &s.parts[pi]
 		p.mu.Lock()
-		if p.n > 0 {
-			for j := p.home(hash); p.held[j] != nil; j = p.next(j) {
-				if r := p.held[j]; r.Hash == hash && r.Plain() && bytes.Equal(r.Any, raws[i]) {
-					out[i] = r
-					found++
-					break
-				}
-			}
+		for _, i := range order[lo:hi] {
+			found += p.lookupPlain(hashes[i], raws[i], &out[i])
 		}
 		p.mu.Unlock()
 	}
 	return found
+}
+
+// orders pools LookupPlain's positions by part.
+var orders = sync.Pool{New: func() any { return new([]int32) }}
+
+// lookupPlain sets *out to the held plain resource of hash and Any bytes
+// raw, if there is one, and returns 1 then (0 otherwise). p.mu is held.
+func (p *part) lookupPlain(hash uint64, raw []byte, out **shard.Resource) int {
+	if p.n == 0 {
+		return 0
+	}
+	for j := p.home(hash); p.held[j] != nil; j = p.next(j) {
+		if r := p.held[j]; r.Hash == hash && r.Plain() && bytes.Equal(r.Any, raw) {
+			*out = r
+			return 1
+		}
+	}
+	return 0
 }
 
 // Acquire takes a reference on the held resource of r's content (r itself

@@ -161,3 +161,48 @@ func TestAcquireReleaseAgainstCounts(t *testing.T) {
 		}
 	}
 }
+
+// LookupPlain finds, one at a time or in a batch a part at a time, the
+// held plain resource of each hash and bytes: not one of the same hash
+// and other bytes, nor one with a rare part, nor one not held.
+func TestLookupPlain(t *testing.T) {
+	for _, n := range []int{10, 500} {
+		s := store.New()
+		var hashes []uint64
+		var raws [][]byte
+		var want []*shard.Resource
+		for i := range n {
+			r := res(fmt.Sprint("p-", n, "-", i), "1")
+			switch i % 4 {
+			case 0: // held
+				s.Acquire(r)
+				want = append(want, r)
+			case 1: // not held
+				want = append(want, nil)
+			case 2: // held with a rare part
+				r.Rare = shard.NewRare(nil, []byte{8, 1}, "")
+				s.Acquire(r)
+				want = append(want, nil)
+			case 3: // held, looked up with the same hash and other bytes
+				s.Acquire(r)
+				r = &shard.Resource{Name: r.Name, Any: []byte("other"), Hash: r.Hash}
+				want = append(want, nil)
+			}
+			hashes, raws = append(hashes, r.Hash), append(raws, r.Any)
+		}
+		out := make([]*shard.Resource, n)
+		found := s.LookupPlain(hashes, raws, out)
+		wantFound := 0
+		for i := range want {
+			if out[i] != want[i] {
+				t.Fatalf("%d: lookup %d = %v, want %v", n, i, out[i], want[i])
+			}
+			if want[i] != nil {
+				wantFound++
+			}
+		}
+		if found != wantFound {
+			t.Fatalf("%d: found %d, want %d", n, found, wantFound)
+		}
+	}
+}

@@ -100,11 +100,11 @@ type typeState struct {
 
 func newTypeState(typeURL string, resources []*shard.Resource) *typeState {
 	slices.SortFunc(resources, func(a, b *shard.Resource) int { return strings.Compare(a.Name, b.Name) })
-	h := dedup.NewSetHasher(typeURL)
+	var set dedup.SetSum
 	for _, r := range resources {
-		h.Add(r.Name, r.Hash)
+		set.Add(r.Name, r.Hash)
 	}
-	return &typeState{resources: resources, sum: h.Sum()}
+	return &typeState{resources: resources, sum: set.Sum(typeURL)}
 }
 
 // snapshot is one successful load of the directory.
