@@ -20,10 +20,13 @@ type serveProc struct {
 	addr    string
 	timeout time.Duration // for each command's reply
 
-	mu    sync.Mutex  // one command at a time
-	stdin *os.File    // closing it ends the child
-	lines chan string // the child's stdout lines; closed at its end
-	quit  chan struct{}
+	mu    sync.Mutex // one command at a time
+	stdin *os.File   // closing it ends the child
+	// installedAt is when the last set installed each class's state, from
+	// the child's reply when it paced them (pace.go); guarded by mu.
+	installedAt []time.Time
+	lines       chan string // the child's stdout lines; closed at its end
+	quit        chan struct{}
 }
 
 // startServe runs "bin serve kind args..." and waits for it to listen.
@@ -113,7 +116,18 @@ func (s *serveProc) command(ctx context.Context, line string) ([]string, error) 
 }
 
 func (s *serveProc) set(ctx context.Context, version string, changed int) (time.Time, error) {
-	return s.published(s.command(ctx, fmt.Sprintf("set %s %d", version, changed)))
+	f, err := s.command(ctx, fmt.Sprintf("set %s %d", version, changed))
+	if err != nil {
+		return time.Time{}, err
+	}
+	at, err := instants(f)
+	if err != nil {
+		return time.Time{}, err
+	}
+	s.mu.Lock()
+	s.installedAt = at[1:]
+	s.mu.Unlock()
+	return at[0], nil
 }
 
 // published reads an "ok UNIXNANO" reply's instant.
@@ -124,11 +138,27 @@ func (s *serveProc) published(f []string, err error) (time.Time, error) {
 	if len(f) != 1 {
 		return time.Time{}, fmt.Errorf("reply %q: want ok UNIXNANO", f)
 	}
-	ns, err := strconv.ParseInt(f[0], 10, 64)
+	at, err := instants(f)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("reply %q: %w", f, err)
+		return time.Time{}, err
 	}
-	return time.Unix(0, ns), nil
+	return at[0], nil
+}
+
+// instants reads the instants of an "ok UNIXNANO…" reply.
+func instants(f []string) ([]time.Time, error) {
+	if len(f) == 0 {
+		return nil, errors.New("reply: want ok UNIXNANO")
+	}
+	out := make([]time.Time, len(f))
+	for i, v := range f {
+		ns, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("reply %q: %w", f, err)
+		}
+		out[i] = time.Unix(0, ns)
+	}
+	return out, nil
 }
 
 func (s *serveProc) prepare(ctx context.Context, version string, changed int) error {

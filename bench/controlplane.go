@@ -37,6 +37,7 @@ type ControlPlane struct {
 
 	// Set at construction, read-only.
 	kind   string
+	pace   time.Duration       // between classes in SetClasses (pace.go)
 	cache  cache.SnapshotCache // kind "snapshot"
 	linear *cache.LinearCache  // kind "linear"
 	last   map[string]types.Resource
@@ -52,8 +53,9 @@ type ControlPlane struct {
 	incarnation []int                // guarded by mu: ADS streams opened on each incarnation (Up)
 	sent        map[sentKey]sentTime // guarded by mu: when each response was sent (SentAt)
 
-	setMu  sync.Mutex             // one SetClasses/SetAssignment at a time
-	states map[string]*classState // guarded by setMu: the snapshot cache's per-class state
+	setMu       sync.Mutex             // one SetClasses/SetAssignment at a time
+	states      map[string]*classState // guarded by setMu: the snapshot cache's per-class state
+	installedAt []time.Time            // guarded by setMu: the last paced SetClasses's instants
 }
 
 // classState is what SetClasses and SetAssignment last installed for a
@@ -215,13 +217,34 @@ func (cp *ControlPlane) SetClasses(w Workload, version string, changed int) erro
 		}
 		return cp.SetClusters(className(0), version, w.Clusters, changed)
 	}
+	start := time.Now()
+	var at []time.Time
 	for k := range w.Classes {
+		awaitTurn(start, k, cp.pace)
 		if err := cp.setClass(w, k, className(k), version, changed); err != nil {
 			return err
 		}
+		if cp.pace > 0 {
+			at = append(at, time.Now())
+		}
 	}
+	cp.setMu.Lock()
+	cp.installedAt = at
+	cp.setMu.Unlock()
 	return nil
 }
+
+// InstalledAt is when the last SetClasses installed each class's snapshot
+// when it was paced (SetPace); nil otherwise.
+func (cp *ControlPlane) InstalledAt() []time.Time {
+	cp.setMu.Lock()
+	defer cp.setMu.Unlock()
+	return cp.installedAt
+}
+
+// SetPace makes SetClasses install class k's state k × d after it began
+// (pace.go); 0, the default, as fast as it can. Call it before SetClasses.
+func (cp *ControlPlane) SetPace(d time.Duration) { cp.pace = d }
 
 func (cp *ControlPlane) setClass(w Workload, k int, class, version string, changed int) error {
 	n := w.Clusters

@@ -76,6 +76,9 @@ type FanoutConfig struct {
 	// ServerStderr receives the measured server's log (nil: this process's
 	// stderr).
 	ServerStderr io.Writer
+	// Pace installs class k's state k × Pace after the update began, for
+	// every target (pace.go); 0: as fast as each server can.
+	Pace time.Duration
 	// Rounds repeats the timed update, each round one cluster changed from
 	// the last (default 1); the time and CPU figures are the median
 	// round's of each (rounds.go).
@@ -168,9 +171,18 @@ type target interface {
 	stop()
 }
 
-func (s *serveProc) sentAt(int, string, string) (time.Time, bool) { return time.Time{}, false }
-func (s *serveProc) listenAddr() string                           { return s.addr }
-func (s *serveProc) usage() (ProcUsage, error)                    { return s.proc.usage() }
+// sentAt is when the child installed class k's state in the last set, if
+// it paced the classes; the caller takes set's instant otherwise.
+func (s *serveProc) sentAt(k int, _, _ string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k < len(s.installedAt) {
+		return s.installedAt[k], true
+	}
+	return time.Time{}, false
+}
+func (s *serveProc) listenAddr() string        { return s.addr }
+func (s *serveProc) usage() (ProcUsage, error) { return s.proc.usage() }
 
 func (cfg *FanoutConfig) fillDefaults() error {
 	if cfg.Log == nil {
@@ -234,7 +246,7 @@ func (cfg *FanoutConfig) workload() Workload {
 // startTarget starts cfg's target with no state installed.
 func startTarget(ctx context.Context, cfg FanoutConfig) (target, error) {
 	args := []string{"--classes", strconv.Itoa(cfg.Classes), "--clusters", strconv.Itoa(cfg.Clusters),
-		"--overlap", strconv.FormatFloat(1-cfg.Unique, 'g', -1, 64)}
+		"--overlap", strconv.FormatFloat(1-cfg.Unique, 'g', -1, 64), "--pace", cfg.Pace.String()}
 	switch cfg.Target {
 	case TargetRelay:
 		return startRelayTarget(ctx, cfg)

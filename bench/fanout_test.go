@@ -215,3 +215,30 @@ func TestFanoutRounds(t *testing.T) {
 		})
 	}
 }
+
+// A paced update installs the classes in turn, pace apart, for every
+// target: the last class's instant is at least (classes − 1) × pace after
+// the start, and each client's time after its own class's instant is
+// measured from that class's, not from the end of the update.
+func TestFanoutPace(t *testing.T) {
+	const clients, classes, clusters, pace = 8, 4, 10, 40 * time.Millisecond
+	for _, target := range []string{TargetRelay, TargetLimit, TargetDirect} {
+		t.Run(target, func(t *testing.T) {
+			relay, benchBin := binaries(t)
+			var serverLog xdstest.SyncBuffer
+			res, err := RunFanout(context.Background(), FanoutConfig{
+				Target: target, RelayBin: relay, BenchBin: benchBin, Clients: clients, Classes: classes, Clusters: clusters,
+				Pace: pace, Timeout: 30 * time.Second, Log: t.Logf, ServerStderr: &serverLog,
+			})
+			if err != nil {
+				t.Fatalf("%v\nserver log:\n%s", err, serverLog.String())
+			}
+			if res.UpstreamSent < (classes-1)*pace {
+				t.Errorf("the last class sent %v after the start, want at least %v", res.UpstreamSent, (classes-1)*pace)
+			}
+			if first := res.Latencies[0]; res.AfterSentP50 <= 0 || res.AfterSentLast <= 0 || res.AfterSentLast > res.Last {
+				t.Errorf("after sent: p50 %v, last %v (first receipt %v, last %v): want each client's from its own class's instant", res.AfterSentP50, res.AfterSentLast, first, res.Last)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ func startRelayTarget(ctx context.Context, cfg FanoutConfig) (*relayTarget, erro
 	if err != nil {
 		return nil, err
 	}
+	cp.SetPace(cfg.Pace)
 	t := &relayTarget{cp: cp, w: cfg.workload()}
 	if err := t.startRelay(ctx, cfg); err != nil {
 		cp.Stop()

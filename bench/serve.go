@@ -42,6 +42,9 @@ const (
 type servedTarget interface {
 	Addr() string
 	set(version string, changed int) error
+	// installedAt is when the last set installed each class's state when
+	// it paced the classes (pace.go); nil when it installed them at once.
+	installedAt() []time.Time
 	prepare(version string, changed int) error
 	setAssignment(class, seq int) error
 	counts() (streams, requests int)
@@ -56,6 +59,7 @@ func Serve(args []string, in io.Reader, out io.Writer) error {
 	classes := fs.Int("classes", 1, "node classes")
 	clusters := fs.Int("clusters", 1000, "clusters in each class's state")
 	overlap := fs.Float64("overlap", 1, "fraction of each class's clusters identical across classes")
+	pace := fs.Duration("pace", 0, "an update installs class k's state k × pace after it began (pace.go)")
 	if len(args) == 0 {
 		return fmt.Errorf("serve: want a kind: %s, %s or %s", ServeControlPlane, ServeLimit, ServeTCP)
 	}
@@ -71,19 +75,20 @@ func Serve(args []string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		cp.SetPace(*pace)
 		t = &servedControlPlane{cp: cp, w: w}
 	case ServeLimit:
 		s, err := startLimitServer()
 		if err != nil {
 			return err
 		}
-		t = &servedBytes{bytesServer: s, w: w}
+		t = &servedBytes{bytesServer: s, w: w, pace: *pace}
 	case ServeTCP:
 		s, err := startTCPServer()
 		if err != nil {
 			return err
 		}
-		t = &servedBytes{bytesServer: s, w: w}
+		t = &servedBytes{bytesServer: s, w: w, pace: *pace}
 	default:
 		return fmt.Errorf("serve: unknown kind %q", kind)
 	}
@@ -115,7 +120,9 @@ func execute(t servedTarget, line string) string {
 	var err error
 	switch f[0] {
 	case "set":
-		err = withInt(f[2], func(changed int) error { return t.set(f[1], changed) })
+		if err = withInt(f[2], func(changed int) error { return t.set(f[1], changed) }); err == nil {
+			return okAt(time.Now(), t.installedAt())
+		}
 	case "prepare":
 		if err = withInt(f[2], func(changed int) error { return t.prepare(f[1], changed) }); err == nil {
 			return "ok"
@@ -130,7 +137,19 @@ func execute(t servedTarget, line string) string {
 	if err != nil {
 		return "error " + err.Error()
 	}
-	return fmt.Sprintf("ok %d", time.Now().UnixNano())
+	return okAt(time.Now(), nil)
+}
+
+// okAt is the reply to a change made at end, its classes' states
+// installed at classes (none: all at end): "ok END [CLASS0 …]", in
+// nanoseconds since the epoch.
+func okAt(end time.Time, classes []time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ok %d", end.UnixNano())
+	for _, at := range classes {
+		fmt.Fprintf(&b, " %d", at.UnixNano())
+	}
+	return b.String()
 }
 
 // withInt calls do with the number s spells.
@@ -153,6 +172,8 @@ func (s *servedControlPlane) Addr() string { return s.cp.Addr }
 func (s *servedControlPlane) set(version string, changed int) error {
 	return s.cp.SetClasses(s.w, version, changed)
 }
+
+func (s *servedControlPlane) installedAt() []time.Time { return s.cp.InstalledAt() }
 
 // prepare does nothing: go-control-plane builds its responses when it has
 // the snapshot.
@@ -179,6 +200,8 @@ type bytesServer interface {
 type servedBytes struct {
 	bytesServer
 	w    Workload
+	pace time.Duration     // between classes (pace.go)
+	at   []time.Time       // when the last paced set published each class
 	last map[int]*payloads // per class; -1: every class's
 	// prepared is the encoded state of a "prepare" not yet set.
 	prepared    map[int]*payloads
@@ -194,12 +217,30 @@ func (s *servedBytes) set(version string, changed int) error {
 		}
 	}
 	s.prepared, s.preparedFor = nil, ""
-	for k, p := range next {
-		s.publish(k, p)
+	if s.pace > 0 {
+		// Class by class, in turn: a uniform state too (it is then each
+		// class's own until the next unpaced publication of every class's).
+		start := time.Now()
+		s.at = make([]time.Time, s.w.Classes)
+		for k := range s.w.Classes {
+			p := next[k]
+			if p == nil {
+				p = next[-1]
+			}
+			awaitTurn(start, k, s.pace)
+			s.publish(k, p)
+			s.at[k] = time.Now()
+		}
+	} else {
+		for k, p := range next {
+			s.publish(k, p)
+		}
 	}
 	s.last = next
 	return nil
 }
+
+func (s *servedBytes) installedAt() []time.Time { return s.at }
 
 func (s *servedBytes) prepare(version string, changed int) error {
 	p, err := s.encode(changed)

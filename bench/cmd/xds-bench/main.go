@@ -88,6 +88,7 @@ func main() {
 	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
 	relayConfig := flag.String("relay-config", "", "the relay's --config file (its limits: max_streams 200000, max_streams_per_connection 100 by default)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
+	pace := flag.Duration("pace", 0, "install class k's state k × pace after the update began, for every target alike (the relay's control plane sets it then, limit, tcp and direct publish it then); 0: as fast as each can")
 	rounds := flag.Int("rounds", 1, "repeat the timed update this many times (each one cluster changed from the last) and report the median round's time and CPU: one round is a lottery for a garbage collection")
 	jsonOut := flag.String("json", "", "write the results as a JSON array to this file")
 	quiet := flag.Bool("quiet", false, "no progress bars (shown only when stderr is a terminal)")
@@ -120,7 +121,7 @@ func main() {
 		BenchBin: self, RelayConfig: *relayConfig,
 		Clusters: *clusters, Unique: 1 - *overlap, Churn: *churn, ChurnDuration: *duration,
 		Delta: *delta, Service: *service, StreamsPerConn: *perConn,
-		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, Timeout: *timeout, Rounds: *rounds,
+		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, Timeout: *timeout, Rounds: *rounds, Pace: *pace,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	}
 	specs := strings.Split(*targets, ",")
@@ -189,8 +190,11 @@ func main() {
 		win = fmt.Sprintf("window %d B", *window)
 	}
 	each := ""
+	if *pace > 0 {
+		each = fmt.Sprintf(", the classes %v apart", *pace)
+	}
 	if *rounds > 1 {
-		each = fmt.Sprintf(" in each of %d rounds (time and CPU: the median round's)", *rounds)
+		each += fmt.Sprintf(" in each of %d rounds (time and CPU: the median round's)", *rounds)
 	}
 	fmt.Printf("%s clients, service %s, %d per connection, %s; classes %s, %d clusters, overlap %v; one cluster changed%s\n", proto, *service, *perConn, win, *classList, *clusters, *overlap, each)
 	if err := writeTable(os.Stdout, results); err != nil {
