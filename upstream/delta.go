@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 	"time"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -222,7 +221,7 @@ func (ds *deltaSession) heldNotSubscribed(typeURL string, have, want shard.Subsc
 		return "", false
 	}
 	for _, n := range want.Added(have) {
-		if _, ok := ds.deltaVersions[typeURL][n]; ok {
+		if ds.deltaVersions[typeURL].has(n) {
 			return n, true
 		}
 	}
@@ -248,7 +247,7 @@ func subscriptionDiff(have, want shard.Subscription) (sub, unsub []string) {
 // them.
 func (ds *deltaSession) forget(typeURL string, dropped []string) {
 	for _, name := range dropped {
-		delete(ds.deltaVersions[typeURL], name)
+		ds.deltaVersions[typeURL].remove(name)
 	}
 }
 
@@ -268,7 +267,7 @@ func (ds *deltaSession) forget(typeURL string, dropped []string) {
 // whatever exists, so it claims nothing more.
 func (ds *deltaSession) claims(typeURL string, want shard.Subscription) map[string]string {
 	var out map[string]string
-	for name, v := range ds.deltaVersions[typeURL] {
+	for name, v := range ds.deltaVersions[typeURL].all() {
 		if want.Wildcard || want.Has(name) {
 			if out == nil {
 				out = map[string]string{}
@@ -343,7 +342,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
-		held = map[string]string{}
+		held = make(heldVersions, len(resources))
 		ds.deltaVersions[resp.TypeURL] = held
 	}
 	for i, r := range resources {
@@ -352,20 +351,16 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		// class, and a version claimed for it on a later subscription would
 		// keep the upstream from ever sending it.
 		if ts.sub.Covers(r.Name, r.Aliases()) {
-			if _, ok := held[r.Name]; !ok {
-				// A key of its own: r.Name shares r's bytes
-				// (shard.NewResource), which a key kept over later
-				// versions would keep.
-				held[strings.Clone(r.Name)] = versions[i]
-				continue
-			}
-			held[r.Name] = versions[i]
+			// Interned, not kept: r.Name shares r's bytes
+			// (shard.NewResource), which a key kept over later versions
+			// would keep.
+			held.set(r.Name, versions[i])
 		} else {
 			ds.drops.Add(drop.UpstreamUnsubscribed) // the class does not keep it either
 		}
 	}
 	for _, n := range resp.Removed {
-		delete(held, n)
+		held.remove(n)
 	}
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
 	ds.setStatus(func(st *ClassStreamStatus) {
