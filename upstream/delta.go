@@ -246,9 +246,7 @@ func subscriptionDiff(have, want shard.Subscription) (sub, unsub []string) {
 // in a later initial_resource_versions would keep the upstream from sending
 // them.
 func (ds *deltaSession) forget(typeURL string, dropped []string) {
-	for _, name := range dropped {
-		ds.deltaVersions[typeURL].remove(name)
-	}
+	ds.deltaVersions[typeURL].remove(dropped)
 }
 
 // claims returns the initial_resource_versions of a stream's first
@@ -342,9 +340,10 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
-		held = make(heldVersions, len(resources))
+		held = &heldVersions{}
 		ds.deltaVersions[resp.TypeURL] = held
 	}
+	set := make([]heldVersion, 0, len(resources))
 	for i, r := range resources {
 		// Versions only of what the stream asks for now: an answer sent
 		// before an unsubscription reached the upstream is not kept by the
@@ -352,16 +351,15 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		// keep the upstream from ever sending it.
 		if ts.sub.Covers(r.Name, r.Aliases()) {
 			// Interned, not kept: r.Name shares r's bytes
-			// (shard.NewResource), which a key kept over later versions
+			// (shard.NewResource), which an entry kept over later versions
 			// would keep.
-			held.set(r.Name, versions[i])
+			set = append(set, heldVersion{name: r.Name, version: versions[i]})
 		} else {
 			ds.drops.Add(drop.UpstreamUnsubscribed) // the class does not keep it either
 		}
 	}
-	for _, n := range resp.Removed {
-		held.remove(n)
-	}
+	held.set(set)
+	held.remove(resp.Removed)
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
 	ds.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++

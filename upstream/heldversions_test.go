@@ -5,69 +5,125 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
+	"unique"
 	"unsafe"
 )
 
-// received is s in a buffer of its own, as a parsed message's string would
-// be: the caller may overwrite it afterwards.
+// receivedString is s in a buffer of its own, as a parsed message's string
+// would be: the caller may overwrite the buffer afterwards.
 func receivedString(s string) (string, []byte) {
 	b := []byte(s)
 	return unsafe.String(unsafe.SliceData(b), len(b)), b
 }
 
+// heldMap is h as a map, checking that its entries are sorted by name and
+// distinct.
+func heldMap(t *testing.T, h *heldVersions) map[string]string {
+	t.Helper()
+	if !slices.IsSortedFunc(h.entries, func(a, b unique.Handle[heldVersion]) int {
+		return strings.Compare(a.Value().name, b.Value().name)
+	}) {
+		t.Fatalf("entries not sorted by name")
+	}
+	got := maps.Collect(h.all())
+	if len(got) != len(h.entries) {
+		t.Fatalf("%d entries for %d names", len(h.entries), len(got))
+	}
+	return got
+}
+
 // TestHeldVersionsShareAcrossClasses: two classes holding the same names at
-// the same versions hold one copy of each string between them, and neither
-// keeps the buffers the strings were parsed from.
+// the same versions hold one entry between them, and neither keeps the
+// buffers the strings were parsed from.
 func TestHeldVersionsShareAcrossClasses(t *testing.T) {
-	a, b := heldVersions{}, heldVersions{}
+	a, b := &heldVersions{}, &heldVersions{}
 	var bufs [][]byte
-	for _, h := range []heldVersions{a, b} {
+	for _, h := range []*heldVersions{a, b} {
+		var set []heldVersion
 		for i := range 3 {
-			name, nb := receivedString(fmt.Sprint("cluster-", i))
-			version, vb := receivedString(fmt.Sprint("v", i))
-			h.set(name, version)
+			name, nb := receivedString(fmt.Sprint("cluster-", 2-i))
+			version, vb := receivedString(fmt.Sprint("v", 2-i))
+			set = append(set, heldVersion{name: name, version: version})
 			bufs = append(bufs, nb, vb)
 		}
+		h.set(set)
 	}
 	for _, buf := range bufs {
 		clear(buf) // the received message's buffer is reused
 	}
 	want := map[string]string{"cluster-0": "v0", "cluster-1": "v1", "cluster-2": "v2"}
-	for _, h := range []heldVersions{a, b} {
-		if got := maps.Collect(h.all()); !maps.Equal(got, want) {
+	for _, h := range []*heldVersions{a, b} {
+		if got := heldMap(t, h); !maps.Equal(got, want) {
 			t.Fatalf("held %v, want %v", got, want)
 		}
 	}
-	for name, version := range a {
-		other, ok := b[name] // the same handle: one canonical name
-		if !ok {
-			t.Fatalf("%s: two copies of the name", name.Value())
-		}
-		if other != version {
-			t.Errorf("%s: two copies of the version", name.Value())
-		}
-	}
-	if len(b) != len(a) {
-		t.Fatalf("b holds %d names, a %d", len(b), len(a))
+	if !slices.Equal(a.entries, b.entries) {
+		t.Fatal("the classes hold entries of their own")
 	}
 }
 
-func TestHeldVersionsSetReplaces(t *testing.T) {
-	h := heldVersions{}
-	h.set("c", "v1")
-	h.set("c", "v2")
-	if got := maps.Collect(h.all()); !maps.Equal(got, map[string]string{"c": "v2"}) {
-		t.Fatalf("held %v, want c at v2", got)
+// TestHeldVersionsAsAMap: any sequence of sets and removals leaves what a
+// map of names to versions would hold.
+func TestHeldVersionsAsAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 14))
+	h, want := &heldVersions{}, map[string]string{}
+	name := func() string { return fmt.Sprint("r", rng.IntN(64)) }
+	for step := range 2000 {
+		switch rng.IntN(3) {
+		case 0, 1: // a response: some names (maybe one twice: the last wins)
+			set := make([]heldVersion, rng.IntN(8))
+			for i := range set {
+				set[i] = heldVersion{name: name(), version: fmt.Sprint("v", step, ".", i)}
+				want[set[i].name] = set[i].version
+			}
+			h.set(set)
+		case 2:
+			names := make([]string, rng.IntN(4))
+			for i := range names {
+				names[i] = name()
+				delete(want, names[i])
+			}
+			h.remove(names)
+		}
+		if got := heldMap(t, h); !maps.Equal(got, want) {
+			t.Fatalf("step %d: held %v, want %v", step, got, want)
+		}
+		for i := range 64 {
+			n := fmt.Sprint("r", i)
+			if _, ok := want[n]; h.has(n) != ok {
+				t.Fatalf("step %d: has(%s) = %v, want %v", step, n, !ok, ok)
+			}
+		}
 	}
-	if !h.has("c") || h.has("d") {
-		t.Fatalf("has(c), has(d) = %v, %v; want true, false", h.has("c"), h.has("d"))
+}
+
+// A nil *heldVersions (a type the stream never got a response of) is empty.
+func TestHeldVersionsNil(t *testing.T) {
+	var h *heldVersions
+	h.remove([]string{"a"})
+	if h.has("a") || len(maps.Collect(h.all())) != 0 {
+		t.Fatal("a nil heldVersions holds something")
 	}
-	h.remove("c")
-	h.remove("d") // not held: nothing
-	if h.has("c") {
-		t.Fatal("c still held after delete")
+}
+
+// Removing most names frees the slice's room for them.
+func TestHeldVersionsRemoveShrinks(t *testing.T) {
+	h := &heldVersions{}
+	set := make([]heldVersion, 1000)
+	names := make([]string, 0, len(set))
+	for i := range set {
+		set[i] = heldVersion{name: fmt.Sprintf("r%04d", i), version: "v"}
+		names = append(names, set[i].name)
+	}
+	h.set(set)
+	h.remove(names[10:])
+	if len(h.entries) != 10 || cap(h.entries) > 2*10+64 {
+		t.Fatalf("%d entries in a slice of %d", len(h.entries), cap(h.entries))
 	}
 }
 
@@ -79,13 +135,15 @@ func BenchmarkHeldVersions(b *testing.B) {
 	const classes, names = 100, 1000
 	for b.Loop() {
 		before := liveHeap()
-		held := make([]heldVersions, classes)
+		held := make([]*heldVersions, classes)
 		for k := range held {
-			held[k] = heldVersions{}
-			for i := range names {
+			held[k] = &heldVersions{}
+			set := make([]heldVersion, names)
+			for i := range set {
 				sum := sha256.Sum256([]byte(fmt.Sprint("resource ", i)))
-				held[k].set(fmt.Sprintf("bench-cluster-%06d", i), hex.EncodeToString(sum[:]))
+				set[i] = heldVersion{name: fmt.Sprintf("bench-cluster-%06d", i), version: hex.EncodeToString(sum[:])}
 			}
+			held[k].set(set)
 		}
 		after := liveHeap()
 		b.ReportMetric(float64(after-before)/classes/1024, "KiB/class")
