@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 	"time"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -222,7 +221,7 @@ func (ds *deltaSession) heldNotSubscribed(typeURL string, have, want shard.Subsc
 		return "", false
 	}
 	for _, n := range want.Added(have) {
-		if _, ok := ds.deltaVersions[typeURL][n]; ok {
+		if ds.deltaVersions[typeURL].has(n) {
 			return n, true
 		}
 	}
@@ -247,9 +246,7 @@ func subscriptionDiff(have, want shard.Subscription) (sub, unsub []string) {
 // in a later initial_resource_versions would keep the upstream from sending
 // them.
 func (ds *deltaSession) forget(typeURL string, dropped []string) {
-	for _, name := range dropped {
-		delete(ds.deltaVersions[typeURL], name)
-	}
+	ds.deltaVersions[typeURL].remove(dropped)
 }
 
 // claims returns the initial_resource_versions of a stream's first
@@ -268,7 +265,7 @@ func (ds *deltaSession) forget(typeURL string, dropped []string) {
 // whatever exists, so it claims nothing more.
 func (ds *deltaSession) claims(typeURL string, want shard.Subscription) map[string]string {
 	var out map[string]string
-	for name, v := range ds.deltaVersions[typeURL] {
+	for name, v := range ds.deltaVersions[typeURL].all() {
 		if want.Wildcard || want.Has(name) {
 			if out == nil {
 				out = map[string]string{}
@@ -343,30 +340,26 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true})
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
-		held = map[string]string{}
+		held = &heldVersions{}
 		ds.deltaVersions[resp.TypeURL] = held
 	}
+	set := make([]heldVersion, 0, len(resources))
 	for i, r := range resources {
 		// Versions only of what the stream asks for now: an answer sent
 		// before an unsubscription reached the upstream is not kept by the
 		// class, and a version claimed for it on a later subscription would
 		// keep the upstream from ever sending it.
 		if ts.sub.Covers(r.Name, r.Aliases()) {
-			if _, ok := held[r.Name]; !ok {
-				// A key of its own: r.Name shares r's bytes
-				// (shard.NewResource), which a key kept over later
-				// versions would keep.
-				held[strings.Clone(r.Name)] = versions[i]
-				continue
-			}
-			held[r.Name] = versions[i]
+			// Interned, not kept: r.Name shares r's bytes
+			// (shard.NewResource), which an entry kept over later versions
+			// would keep.
+			set = append(set, heldVersion{name: r.Name, version: versions[i]})
 		} else {
 			ds.drops.Add(drop.UpstreamUnsubscribed) // the class does not keep it either
 		}
 	}
-	for _, n := range resp.Removed {
-		delete(held, n)
-	}
+	held.set(set)
+	held.remove(resp.Removed)
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
 	ds.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++

@@ -154,7 +154,7 @@ type classStream struct {
 	// the version of each resource held per type URL (delta, sent back as
 	// initial_resource_versions).
 	versions      map[string]string
-	deltaVersions map[string]map[string]string
+	deltaVersions map[string]*heldVersions
 	// Types the upstream did not answer by name (SotW, fallback.go): asked
 	// for as the wildcard from then on, for the life of the class stream,
 	// until the class wants nothing of the type.
@@ -204,7 +204,7 @@ func (e *wildcardRestart) Error() string {
 // tenth consecutive attempt, so a long outage does not flood the log.
 func (s *classStream) run(ctx context.Context) {
 	s.versions = map[string]string{}
-	s.deltaVersions = map[string]map[string]string{}
+	s.deltaVersions = map[string]*heldVersions{}
 	s.namesIgnored = map[string]bool{}
 	defer s.setStatus(func(st *ClassStreamStatus) { st.State = StateStopped })
 	failures := 0
