@@ -37,7 +37,7 @@ func (s *deltaStream) deltaNamesLimitLocked(initial int) error {
 		return status.Errorf(codes.ResourceExhausted, "initial_resource_versions: %d entries exceed the limit of %d (limits.max_resource_names)", initial, max)
 	}
 	names := 0
-	for _, d := range s.types {
+	for _, d := range s.types.all() {
 		names += len(d.names)
 	}
 	if names > max {
@@ -54,10 +54,10 @@ func (s *deltaStream) deltaNamesLimitLocked(initial int) error {
 // (mu held).
 func (s *deltaStream) trimMaybeLocked(max int) {
 	total := 0
-	for _, d := range s.types {
+	for _, d := range s.types.all() {
 		total += len(d.maybe)
 	}
-	for _, d := range s.types {
+	for _, d := range s.types.all() {
 		for n := range d.maybe {
 			if total <= max {
 				return

@@ -124,7 +124,7 @@ func TestDeltaMaybeHeldNamesLimit(t *testing.T) {
 	for st := range h.srv.streams {
 		ds := st.(*deltaStream)
 		ds.mu.Lock()
-		for _, d := range ds.types {
+		for _, d := range ds.types.all() {
 			maybe += len(d.maybe)
 		}
 		ds.mu.Unlock()
@@ -158,7 +158,7 @@ func TestDeltaUnsubscribedNamesForgotten(t *testing.T) {
 	for st := range h.srv.streams {
 		ds := st.(*deltaStream)
 		ds.mu.Lock()
-		if d := ds.types[EndpointType]; d != nil {
+		if d := ds.types.at(EndpointType); d != nil {
 			over, subscribed = len(d.over), len(d.names)
 		}
 		ds.mu.Unlock()

@@ -20,16 +20,18 @@ import (
 type sotwDecoding struct{ grpc.ServerStream }
 
 func (d sotwDecoding) Recv() (*discoveryv3.DiscoveryRequest, error) {
-	req := new(discoveryv3.DiscoveryRequest)
-	return req, recvDecoded(d.ServerStream, req, "DiscoveryRequest")
+	m, err := recvDecoded(d.ServerStream, func() any { return new(discoveryv3.DiscoveryRequest) }, "DiscoveryRequest")
+	req, _ := m.(*discoveryv3.DiscoveryRequest)
+	return req, err
 }
 
 // deltaDecoding is a gRPC delta stream receiving through wire.Decoded.
 type deltaDecoding struct{ grpc.ServerStream }
 
 func (d deltaDecoding) Recv() (*discoveryv3.DeltaDiscoveryRequest, error) {
-	req := new(discoveryv3.DeltaDiscoveryRequest)
-	return req, recvDecoded(d.ServerStream, req, "DeltaDiscoveryRequest")
+	m, err := recvDecoded(d.ServerStream, func() any { return new(discoveryv3.DeltaDiscoveryRequest) }, "DeltaDiscoveryRequest")
+	req, _ := m.(*discoveryv3.DeltaDiscoveryRequest)
+	return req, err
 }
 
 var (
@@ -37,15 +39,18 @@ var (
 	_ deltaTransport = deltaDecoding{}
 )
 
-func recvDecoded(st grpc.ServerStream, msg any, kind string) error {
-	d := wire.Decoded{Msg: msg}
+// recvDecoded receives the next request, made by newMsg once it has
+// arrived: a stream waiting for its client's next request, as an idle one
+// does for its whole life, holds no request (wire.Decoded.New).
+func recvDecoded(st grpc.ServerStream, newMsg func() any, kind string) (any, error) {
+	d := wire.Decoded{New: newMsg}
 	if err := st.RecvMsg(&d); err != nil {
-		return err
+		return nil, err
 	}
 	if d.Err != nil {
-		return status.Errorf(codes.InvalidArgument, "request: not a valid %s: %s", kind, protoMessage(d.Err))
+		return nil, status.Errorf(codes.InvalidArgument, "request: not a valid %s: %s", kind, protoMessage(d.Err))
 	}
-	return nil
+	return d.Msg, nil
 }
 
 // decodingSotW has a gRPC stream receive through wire.Decoded (a test's

@@ -113,7 +113,7 @@ func TestDeltaNewNameNotRemovedDuringShardSwitch(t *testing.T) {
 	go func() {
 		handled <- st.handle(&deltaRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"B"}})
 	}()
-	d := st.types[EndpointType]
+	d := st.types.at(EndpointType)
 	eventually(t, "the request in its shard switch", func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()

@@ -40,7 +40,7 @@ func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 	if wait <= 0 || ct == "" {
 		return removalGate{}, false
 	}
-	child := s.types[ct]
+	child, _ := s.types.get(ct)
 	if child == nil || child.shard == nil {
 		return removalGate{}, false
 	}
@@ -115,7 +115,7 @@ func (g *removalGate) holdsAny(names []string) bool {
 func (s *deltaStream) releaseHoldsLocked() {
 	var next time.Time
 	now := time.Now()
-	for _, d := range s.types {
+	for _, d := range s.types.all() {
 		if len(d.holds) == 0 || d.shard == nil || d == s.switching {
 			continue
 		}

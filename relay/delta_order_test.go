@@ -175,7 +175,7 @@ func TestDeltaRemovalOrderAllocations(t *testing.T) {
 		}
 	}
 	flushDelta()
-	d := st.types[ClusterType]
+	d := st.types.at(ClusterType)
 	sh := d.shard
 	before := sh.Current()
 	applyDelta(class, ClusterType, nil, []string{"c1"})

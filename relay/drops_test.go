@@ -110,7 +110,7 @@ func (r *dropRig) want(want map[drop.Reason]uint64) {
 func nonce[S perType, Req any](st *stream[S, Req], typeURL string) string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return wire.NonceString(st.types[typeURL].common().nonce)
+	return wire.NonceString(st.types.at(typeURL).common().nonce)
 }
 
 // A response queued and not yet written is superseded by the next one of
@@ -161,7 +161,7 @@ func TestDropUnsubscribed(t *testing.T) {
 func TestDropAlreadyHeld(t *testing.T) {
 	r := newDropRig(t)
 	first, _ := r.sotwInSync()
-	held := first.types[ClusterType].sentVersion
+	held := first.types.at(ClusterType).sentVersion
 
 	again, tr2 := r.sotw()
 	r.ok(again.handle(&request{Node: r.node, TypeUrl: ClusterType, VersionInfo: held}))
@@ -172,7 +172,7 @@ func TestDropAlreadyHeld(t *testing.T) {
 func TestDropAlreadyHeldDelta(t *testing.T) {
 	r := newDropRig(t)
 	st, tr := r.deltaInSync()
-	d := st.types[ClusterType]
+	d := st.types.at(ClusterType)
 	st.mu.Lock()
 	st.pushLocked(d, d.shard, d.shard.Current(), false)
 	st.mu.Unlock()
@@ -226,7 +226,7 @@ func TestDropStaleNonce(t *testing.T) {
 
 	r.ok(st.handle(&request{TypeUrl: ClusterType, ResponseNonce: old}))
 	r.ok(ds.handle(&deltaRequest{TypeUrl: ClusterType, ResponseNonce: dold}))
-	if acks := st.types[ClusterType].acks + ds.types[ClusterType].acks; acks != 0 {
+	if acks := st.types.at(ClusterType).acks + ds.types.at(ClusterType).acks; acks != 0 {
 		t.Fatalf("%d stale ACKs taken, want none", acks)
 	}
 	r.want(map[drop.Reason]uint64{drop.StaleNonce: 2})

@@ -181,7 +181,7 @@ func (*yieldingWatcher) ShardHeartbeat(*shard.Shard, *shard.Heartbeat) { runtime
 func TestOlderTellSuperseded(t *testing.T) {
 	r := newDropRig(t)
 	st, tr := r.sotwInSync()
-	sh := st.types[ClusterType].shard
+	sh := st.types.at(ClusterType).shard
 	old := sh.Current()
 	r.apply(ClusterType, 1)
 	if n := write(r, &st.stream, tr); n != 1 {

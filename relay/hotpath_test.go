@@ -104,7 +104,7 @@ func (h *hotPath) flushAll(tb testing.TB) {
 // to the codec. It returns the stream's subscription too, counting pushes.
 func (h *hotPath) sendCached(tb testing.TB, clusters int) (func(), *sotwTypeSub) {
 	st := h.streams[0]
-	sub := st.types[clusterType]
+	sub := st.types.at(clusterType)
 	sh := sub.shard
 	v2 := sh.Current()
 	h.apply(clusters)

@@ -76,7 +76,7 @@ func newUnderTest[S perType, Req any](st *stream[S, Req], view func(S) typeView)
 		queuedLocked: func() int { return len(st.queue.entries) },
 		typesLocked: func() map[string]typeView {
 			out := map[string]typeView{}
-			for typeURL, s := range st.types {
+			for typeURL, s := range st.types.all() {
 				out[typeURL] = view(s)
 			}
 			return out

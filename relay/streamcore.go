@@ -152,7 +152,7 @@ type stream[S perType, Req any] struct {
 	// ended it (drain, slow client), or its writer or its reader failed.
 	endErr error
 	// types is the per-type state, by type URL; only the reader adds.
-	types map[string]S
+	types typeTable[S]
 	queue responseQueue[S]
 	// switching is the type whose shard the reader is switching (the zero
 	// S when none): its queued entries are dropped until the new shard is
@@ -178,7 +178,6 @@ func (s *stream[S, Req]) init(srv *Server, t transport[Req], fixedType, variant 
 	s.ender = streamEnder(ctx)
 	s.stamper = wire.NewStamper(s.id)
 	s.limiter = rate.NewLimiter(rate.Limit(srv.opts.RequestsPerSecond), srv.opts.RequestBurst)
-	s.types = map[string]S{}
 	s.queue.drops = srv.drops
 }
 
@@ -236,14 +235,14 @@ func (s *stream[S, Req]) read() error {
 // stream has none yet (first), within the stream's limit of types (reader
 // goroutine, mu held).
 func (s *stream[S, Req]) typeLocked(typeURL string, newSub func(string) S) (t S, first bool, err error) {
-	if t, ok := s.types[typeURL]; ok {
+	if t, ok := s.types.get(typeURL); ok {
 		return t, false, nil
 	}
-	if err := s.typeLimitLocked(len(s.types)); err != nil {
+	if err := s.typeLimitLocked(s.types.len()); err != nil {
 		return t, false, err
 	}
 	t = newSub(typeURL)
-	s.types[typeURL] = t
+	s.types.put(typeURL, t)
 	s.srv.metrics.TypeSubscribed(s.variant, typeURL)
 	return t, true, nil
 }
@@ -304,7 +303,7 @@ func (s *stream[S, Req]) pushLocked(t S, sh *shard.Shard, resp *shard.Response, 
 // queues a shard's responses out of order.
 func (s *stream[S, Req]) ShardChanged(sh *shard.Shard, resp *shard.Response) {
 	s.mu.Lock()
-	t, ok := s.types[sh.TypeURL]
+	t, ok := s.types.get(sh.TypeURL)
 	switch {
 	case !ok || t.common().shard != sh:
 		// A shard the stream is leaving (or left: told of an update
@@ -331,7 +330,7 @@ func (s *stream[S, Req]) ShardChanged(sh *shard.Shard, resp *shard.Response) {
 func (s *stream[S, Req]) ShardHeartbeat(sh *shard.Shard, hb *shard.Heartbeat) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.types[sh.TypeURL]
+	t, ok := s.types.get(sh.TypeURL)
 	switch {
 	case ok && t.common().shard == sh && hb.Response != sh.Current():
 		s.srv.drops.Add(drop.Superseded)
@@ -368,7 +367,7 @@ func (s *stream[S, Req]) release() {
 	s.proto.ending()
 	s.mu.Lock()
 	var held []*shard.Shard
-	for typeURL, t := range s.types {
+	for typeURL, t := range s.types.all() {
 		c := t.common()
 		if c.shard != nil {
 			held = append(held, c.shard)
@@ -428,7 +427,7 @@ func (s *stream[S, Req]) status() DownstreamStatus {
 	if s.class != nil {
 		out.Node, out.Class = s.nodeID, s.class.Name
 	}
-	for _, t := range s.types {
+	for _, t := range s.types.all() {
 		out.Types = append(out.Types, s.proto.typeStatusLocked(t))
 	}
 	sortTypes(out.Types)

@@ -45,6 +45,10 @@ var receivePool = func() mem.BufferPool {
 // client's fault, which the receiver can then answer as such.
 type Decoded struct {
 	Msg any // a proto message
+	// New, when Msg is nil, makes the message to decode into once one has
+	// arrived, so a receiver waiting for the next message holds none: a
+	// relay's idle stream waits in Recv for its whole life.
+	New func() any
 	Err error
 }
 
@@ -86,6 +90,9 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	if d, ok := v.(*Decoded); ok {
+		if d.Msg == nil && d.New != nil {
+			d.Msg = d.New()
+		}
 		d.Err = c.fallback.Unmarshal(data, d.Msg)
 		return nil
 	}
