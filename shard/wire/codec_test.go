@@ -26,6 +26,27 @@ func TestCodecDecoded(t *testing.T) {
 	}
 }
 
+// Decoded with New and no Msg makes the message only when one arrives,
+// once, and decodes into it.
+func TestCodecDecodedNew(t *testing.T) {
+	c := NewCodec()
+	good, err := proto.Marshal(durationpb.New(2500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := 0
+	d := Decoded{New: func() any { made++; return &durationpb.Duration{} }}
+	if d.Msg != nil || made != 0 {
+		t.Fatal("a message made before one arrived")
+	}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(good)}, &d); err != nil || d.Err != nil || made != 1 {
+		t.Fatalf("good message: err %v, decoded %v, %d made", err, d.Err, made)
+	}
+	if got := d.Msg.(*durationpb.Duration).GetNanos(); got != 2500 {
+		t.Fatalf("decoded %d ns, want 2500", got)
+	}
+}
+
 // Pooled receives a message of several buffers (HTTP/2 frames) as one, and
 // holds nothing once freed.
 func TestCodecPooled(t *testing.T) {
