@@ -22,11 +22,13 @@ type serveProc struct {
 
 	mu    sync.Mutex // one command at a time
 	stdin *os.File   // closing it ends the child
-	// installedAt is when the last set installed each class's state, from
-	// the child's reply when it paced them (pace.go); guarded by mu.
-	installedAt []time.Time
-	lines       chan string // the child's stdout lines; closed at its end
-	quit        chan struct{}
+	// installedAt is when the last set (of version installedVersion)
+	// installed each class's clusters, from the child's reply when it
+	// paced them (pace.go); guarded by mu.
+	installedAt      []time.Time
+	installedVersion string
+	lines            chan string // the child's stdout lines; closed at its end
+	quit             chan struct{}
 }
 
 // startServe runs "bin serve kind args..." and waits for it to listen.
@@ -125,7 +127,7 @@ func (s *serveProc) set(ctx context.Context, version string, changed int) (time.
 		return time.Time{}, err
 	}
 	s.mu.Lock()
-	s.installedAt = at[1:]
+	s.installedAt, s.installedVersion = at[1:], version
 	s.mu.Unlock()
 	return at[0], nil
 }

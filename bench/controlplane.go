@@ -35,7 +35,7 @@ func (byCluster) ID(n *corev3.Node) string { return n.GetCluster() }
 type ControlPlane struct {
 	Addr string
 
-	// Set at construction, read-only.
+	// Set at construction (pace by SetPace, before any use), read-only.
 	kind   string
 	pace   time.Duration       // between classes in SetClasses (pace.go)
 	cache  cache.SnapshotCache // kind "snapshot"
@@ -243,7 +243,9 @@ func (cp *ControlPlane) InstalledAt() []time.Time {
 }
 
 // SetPace makes SetClasses install class k's state k × d after it began
-// (pace.go); 0, the default, as fast as it can. Call it before SetClasses.
+// (pace.go); 0, the default, as fast as it can. Call it before any other
+// method. The linear cache, which serves one set to every class, is set
+// once: unpaced.
 func (cp *ControlPlane) SetPace(d time.Duration) { cp.pace = d }
 
 func (cp *ControlPlane) setClass(w Workload, k int, class, version string, changed int) error {

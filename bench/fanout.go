@@ -171,16 +171,18 @@ type target interface {
 	stop()
 }
 
-// sentAt is when the child installed class k's state in the last set, if
-// it paced the classes; the caller takes set's instant otherwise.
-func (s *serveProc) sentAt(k int, _, _ string) (time.Time, bool) {
+// sentAt is when the child installed class k's clusters of version, if it
+// paced the classes in that set; the caller takes set's instant otherwise
+// (and for anything else, such as a churn's load assignments).
+func (s *serveProc) sentAt(k int, typeURL, version string) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if k < len(s.installedAt) {
+	if typeURL == ClusterType && version == s.installedVersion && k < len(s.installedAt) {
 		return s.installedAt[k], true
 	}
 	return time.Time{}, false
 }
+
 func (s *serveProc) listenAddr() string        { return s.addr }
 func (s *serveProc) usage() (ProcUsage, error) { return s.proc.usage() }
 
