@@ -36,6 +36,11 @@ type Config struct {
 	RelayID string
 	// Backoff paces reconnection. Zero means DefaultBackoff.
 	Backoff Backoff
+	// StreamWindow and ConnWindow are the connection's fixed HTTP/2
+	// flow-control windows, a class stream's and the connection's, in
+	// bytes (at least 64 KiB). Zero means DefaultStreamWindow and
+	// DefaultConnWindow.
+	StreamWindow, ConnWindow int32
 	// Delta selects the incremental protocol (DeltaAggregatedResources)
 	// instead of state of the world.
 	Delta bool
@@ -94,21 +99,23 @@ type attachment struct {
 	done   chan struct{} // closed when the stream's goroutine returned
 }
 
-// The upstream connection's HTTP/2 flow-control windows, fixed. What the
-// control plane may send a class stream before the relay has read it is at
-// most upstreamStreamWindow (grpc-go replenishes the connection's window as
-// bytes arrive, so upstreamConnWindow paces the connection but bounds no
-// memory). gRPC's default windows start at 64 KiB and grow with its
+// The upstream connection's HTTP/2 flow-control windows by default, fixed
+// (Config.StreamWindow, ConnWindow; upstream.stream_window and
+// upstream.connection_window). What the control plane may send a class
+// stream before the relay has read it is at most the stream's window
+// (grpc-go replenishes the connection's window as bytes arrive, so the
+// connection's paces the connection but bounds no memory). gRPC's default windows start at 64 KiB and grow with its
 // bandwidth estimate up to 16 MiB a stream; with them, a control plane
 // that sends every class's state at once (a relay's start, a change to
 // every class) left the relay's RSS 15-26 MiB higher at 100 classes of
 // 125 KB responses than with these windows, which carry 1 MiB a stream
-// and 4 MiB the connection a round trip (400 MB/s to a control plane
-// 10 ms away; docs/benchmarks.md, "The control plane in a process of its
-// own").
+// and 4 MiB the connection a round trip (100 and 400 MB/s to a control
+// plane 10 ms away; docs/benchmarks.md, "The control plane in a process
+// of its own"). A control plane much farther away, sending states of many
+// megabytes, may want larger ones.
 const (
-	upstreamStreamWindow = 1 << 20
-	upstreamConnWindow   = 4 << 20
+	DefaultStreamWindow = 1 << 20
+	DefaultConnWindow   = 4 << 20
 )
 
 // New creates the client. The connection is established lazily, so a control
@@ -123,6 +130,12 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NopMetrics{}
 	}
+	if cfg.StreamWindow <= 0 {
+		cfg.StreamWindow = DefaultStreamWindow
+	}
+	if cfg.ConnWindow <= 0 {
+		cfg.ConnWindow = DefaultConnWindow
+	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -136,8 +149,8 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		// Fixed flow-control windows bound what the control plane can
-		// have sent a class stream unread (see upstreamStreamWindow).
-		grpc.WithInitialWindowSize(upstreamStreamWindow), grpc.WithInitialConnWindowSize(upstreamConnWindow),
+		// have sent a class stream unread (see DefaultStreamWindow).
+		grpc.WithInitialWindowSize(cfg.StreamWindow), grpc.WithInitialConnWindowSize(cfg.ConnWindow),
 	}, cfg.DialOptions...)
 	target := cfg.Address
 	if len(cfg.Fallbacks) > 0 {

@@ -13,12 +13,20 @@ import (
 )
 
 // What a control plane can send a class stream the relay does not read is
-// bounded by upstreamStreamWindow, however long it keeps sending: a server
+// bounded by DefaultStreamWindow, however long it keeps sending: a server
 // floods streams of the relay's upstream connection that nobody reads, and
 // each stream's sent bytes settle at the window plus what gRPC queues on
 // the server's side, neither below the window (the default 64 KiB) nor
 // growing past it (gRPC's bandwidth estimate would raise it to 16 MiB).
 func TestUpstreamStreamWindowBoundsUnreadBytes(t *testing.T) {
+	t.Run("default", func(t *testing.T) { testStreamWindowBound(t, 0, DefaultStreamWindow) })
+	t.Run("configured", func(t *testing.T) { testStreamWindowBound(t, 256<<10, 256<<10) })
+}
+
+// testStreamWindowBound floods unread streams of a client configured with
+// stream window configured (0: the default) and checks each settles at
+// want.
+func testStreamWindowBound(t *testing.T, configured, want int32) {
 	const streams, msgSize = 8, 32 << 10
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,7 +47,7 @@ func TestUpstreamStreamWindowBoundsUnreadBytes(t *testing.T) {
 	go srv.Serve(lis) // ends with srv.Stop below
 	defer srv.Stop()
 
-	c, err := New(Config{Address: lis.Addr().String()}, zaptest.NewLogger(t))
+	c, err := New(Config{Address: lis.Addr().String(), StreamWindow: configured}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +88,8 @@ func TestUpstreamStreamWindowBoundsUnreadBytes(t *testing.T) {
 	// message being written.
 	const slack = 64<<10 + 2*msgSize
 	for i := range sent {
-		if n := sent[i].Load(); n < upstreamStreamWindow || n > upstreamStreamWindow+slack {
-			t.Errorf("stream %d: %d bytes sent unread, want the window (%d) to %d", i, n, upstreamStreamWindow, upstreamStreamWindow+slack)
+		if n := sent[i].Load(); n < int64(want) || n > int64(want)+slack {
+			t.Errorf("stream %d: %d bytes sent unread, want the window (%d) to %d", i, n, want, int64(want)+slack)
 		}
 	}
 }

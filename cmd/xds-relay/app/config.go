@@ -154,6 +154,10 @@ type UpstreamConfig struct {
 	// request only when it names all their resources.
 	Ask     string        `yaml:"ask"`
 	Backoff BackoffConfig `yaml:"backoff"`
+	// StreamWindow and ConnectionWindow are the upstream connection's
+	// fixed HTTP/2 flow-control windows in bytes (upstream.Config).
+	StreamWindow     int `yaml:"stream_window"`
+	ConnectionWindow int `yaml:"connection_window"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -307,6 +311,14 @@ func (c *Config) validate() error {
 	if c.Upstream.Ask != "names" && c.Upstream.Ask != "wildcard" {
 		bad("upstream.ask", "must be names or wildcard, got %q", c.Upstream.Ask)
 	}
+	for _, w := range []struct {
+		key string
+		v   int
+	}{{"upstream.stream_window", c.Upstream.StreamWindow}, {"upstream.connection_window", c.Upstream.ConnectionWindow}} {
+		if w.v < minWindow || w.v > math.MaxInt32 {
+			bad(w.key, "must be %d (64 KiB, HTTP/2's least) to %d bytes, got %d", minWindow, math.MaxInt32, w.v)
+		}
+	}
 	if c.Upstream.Backoff.Max < c.Upstream.Backoff.Initial {
 		bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)
 	}
@@ -402,3 +414,7 @@ func checkHostPort(addr string) error {
 	}
 	return nil
 }
+
+// minWindow is the least HTTP/2 flow-control window gRPC takes (it
+// ignores a smaller one).
+const minWindow = 64 << 10

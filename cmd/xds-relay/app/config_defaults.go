@@ -49,6 +49,8 @@ var settings = []setting{
 	{key: "upstream.ask", def: "names"},
 	{key: "upstream.backoff.initial", def: upstream.DefaultBackoff.Initial},
 	{key: "upstream.backoff.max", def: upstream.DefaultBackoff.Max},
+	{key: "upstream.stream_window", def: int(upstream.DefaultStreamWindow)},
+	{key: "upstream.connection_window", def: int(upstream.DefaultConnWindow)},
 
 	{key: "source.dir", def: ""},
 	{key: "node_classes.rules"},

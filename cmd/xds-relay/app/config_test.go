@@ -53,6 +53,8 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"rule class without regex", "node_classes:\n  rules:\n  - field: id\n    class: gw-$1\n", "node_classes.rules[0].class", 4},
 		{"second identity rule without node_id", "tls:\n  cert_file: c\n  key_file: k\n  client_ca_file: ca\nidentity:\n  rules:\n  - {san: a, node_id: b}\n  - san: x\n", "identity.rules[1].node_id", 8},
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
+		{"stream window under HTTP/2's least", "upstream:\n  address: cp:1\n  stream_window: 1000\n", "upstream.stream_window", 3},
+		{"connection window over HTTP/2's most", "upstream:\n  address: cp:1\n  connection_window: 4294967296\n", "upstream.connection_window", 3},
 		{"bad ask", "upstream:\n  address: cp:1\n  ask: everything\n", "upstream.ask", 3},
 		{"negative linger", "node_classes:\n  linger: -1s\n", "node_classes.linger", 2},
 		{"negative max classes", "limits:\n  max_classes: -1\n", "limits.max_classes", 2},

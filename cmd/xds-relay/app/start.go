@@ -159,6 +159,8 @@ func (r *Relay) startSource(st *starting) error {
 			Drops:        r.drops,
 			Tracer:       st.tracer,
 			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+			StreamWindow: int32(cfg.Upstream.StreamWindow),
+			ConnWindow:   int32(cfg.Upstream.ConnectionWindow),
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)
