@@ -232,6 +232,7 @@ func (s *servedBytes) set(version string, changed int) error {
 			s.at[k] = time.Now()
 		}
 	} else {
+		s.at = nil // installedAt: at once
 		for k, p := range next {
 			s.publish(k, p)
 		}
