@@ -108,6 +108,13 @@ type FanoutResult struct {
 	// (1 − --overlap); results that predate it, whose classes were all
 	// identical, read 0.
 	Unique float64 `json:"unique"`
+	// Pace is FanoutConfig.Pace: class k's state was installed k × Pace
+	// after the update began, for every target alike (0: as fast as each
+	// could).
+	Pace time.Duration `json:"pace_ns,omitempty"`
+	// UpstreamDelta: the relay spoke incremental ADS to its control plane
+	// (relay runs only; the other targets have no upstream).
+	UpstreamDelta bool `json:"upstream_delta,omitempty"`
 	// StateBytes is every class's resources' encoded bytes summed over the
 	// classes; StateUniqueBytes counts each distinct resource once.
 	StateBytes       int64         `json:"state_bytes"`
@@ -372,6 +379,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		Target: cfg.Target, Cache: cache,
 		Clients: cfg.Clients, StreamsPerConn: cfg.StreamsPerConn, ClientWindow: cfg.ClientWindow, Service: service,
 		Classes: cfg.Classes, Clusters: cfg.Clusters, Delta: cfg.Delta, Unique: cfg.Unique,
+		Pace: cfg.Pace, UpstreamDelta: cfg.UpstreamDelta && cfg.Target == TargetRelay,
 		StateBytes: stateAll, StateUniqueBytes: stateUnique,
 		ServerRSSBase: base.RSS, ServerRSSIdle: idle.RSS, ServerRSSAfter: after.RSS,
 		UpstreamStreams: streams, UpstreamRequests: requests,

@@ -38,8 +38,15 @@ func (d *dataset) writeRuns(b *strings.Builder) {
 		if serverMeasured(r) {
 			rss = fmt.Sprintf("%.1f MiB", float64(r.ServerRSSIdle)/(1<<20))
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Target, r.Cache, protocol(r.Delta, r.Service), thousands(int64(r.Clients)), thousands(int64(r.Clusters)), r.Classes,
+		target, classes := r.Target, strconv.Itoa(r.Classes)
+		if r.UpstreamDelta {
+			target += ", delta upstream"
+		}
+		if r.Pace > 0 {
+			classes += ", " + r.Pace.String() + " apart"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			target, r.Cache, protocol(r.Delta, r.Service), thousands(int64(r.Clients)), thousands(int64(r.Clusters)), classes,
 			duration(r.First), duration(r.P50), duration(r.P99), duration(r.Last),
 			thousands(int64(r.ResponseBytes)), value(cpuPerUpdate, r, "%.2f s"), rss, value(kibPerStream, r, "%.1f"),
 			thousands(int64(r.UpstreamStreams)), thousands(int64(r.UpstreamRequests)))
@@ -78,7 +85,7 @@ func (d *dataset) writeRatios(b *strings.Builder) {
 		}
 		cells, any := []string{}, false
 		for _, bl := range baselines {
-			any = any || d.has(s, bl.match)
+			any = any || d.has(baselineOf(s), bl.match)
 			for _, m := range ratioMetrics {
 				cells = append(cells, d.ratio(s, isRelay, bl.match, m.metric))
 			}
@@ -114,7 +121,7 @@ func (d *dataset) scenarios() []scenario {
 	seen := map[scenario]bool{}
 	for _, k := range d.series {
 		for _, n := range d.ns {
-			s := scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn, Clients: n, Unique: k.Unique}
+			s := k.scenario(n)
 			if !seen[s] {
 				seen[s] = true
 				out = append(out, s)
@@ -154,7 +161,7 @@ func (d *dataset) medianOf(s scenario, match func(Run) bool, metric func(Run) (f
 // missing or the baseline is zero.
 func (d *dataset) ratio(s scenario, relay, base func(Run) bool, metric func(Run) (float64, bool)) string {
 	num, ok1 := d.medianOf(s, relay, metric)
-	den, ok2 := d.medianOf(s, base, metric)
+	den, ok2 := d.medianOf(baselineOf(s), base, metric)
 	if !ok1 || !ok2 || den <= 0 {
 		return "—"
 	}

@@ -408,3 +408,50 @@ func TestOverlapIsASeries(t *testing.T) {
 		t.Errorf("label %q, want the overlap named", got)
 	}
 }
+
+// Paced runs and a relay over a delta upstream are series of their own, and
+// the relay is compared with the baseline at its own pace: the limit has no
+// upstream, so a relay over either protocol is compared with the same limit.
+func TestPaceAndUpstreamProtocolAreSeries(t *testing.T) {
+	ms := time.Millisecond
+	paced := func(r Run) Run { r.Pace = 3 * ms; return r }
+	overDelta := func(r Run) Run { r.UpstreamDelta = true; return r }
+	runs := []Run{
+		run("relay", "snapshot", false, 1000, 10*ms, 300*ms, 1800*ms, 100*mib),
+		paced(run("relay", "snapshot", false, 1000, 10*ms, 300*ms, 1200*ms, 100*mib)),
+		overDelta(run("relay", "snapshot", false, 1000, 10*ms, 300*ms, 1500*ms, 100*mib)),
+		paced(overDelta(run("relay", "snapshot", false, 1000, 10*ms, 300*ms, 1100*ms, 100*mib))),
+		run("limit", "", false, 1000, 10*ms, 300*ms, 1000*ms, 100*mib),
+		paced(run("limit", "", false, 1000, 10*ms, 300*ms, 1000*ms, 100*mib)),
+	}
+	d := newDataset(runs)
+	if len(d.series) != len(runs) {
+		t.Fatalf("%d series, want %d", len(d.series), len(runs))
+	}
+	for i, want := range map[int]string{
+		0: "relay sotw, unpaced",
+		3: "relay sotw (delta upstream), classes 3ms apart",
+		5: "limit sotw, classes 3ms apart",
+	} {
+		if got := d.label(keyOf(runs[i])); got != want {
+			t.Errorf("label %q, want %q", got, want)
+		}
+	}
+	md := readMarkdown(t, writeReport(t, runs, Options{}))
+	_, ratios, _ := strings.Cut(md, "## Relay vs baselines")
+	for _, want := range []string{
+		"| sotw, unpaced | 1,000 | 1.00× | 1.80× |",
+		"| sotw, classes 3ms apart | 1,000 | 1.00× | 1.20× |",
+		"| sotw (delta upstream), unpaced | 1,000 | 1.00× | 1.50× |",
+		"| sotw (delta upstream), classes 3ms apart | 1,000 | 1.00× | 1.10× |",
+	} {
+		if !strings.Contains(ratios, want) {
+			t.Errorf("ratios lack %q:\n%s", want, ratios)
+		}
+	}
+	for _, want := range []string{"| relay, delta upstream | snapshot | sotw | 1,000 | 1,000 | 1, 3ms apart |", "| limit |  | sotw | 1,000 | 1,000 | 1 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("runs table lacks %q:\n%s", want, md)
+		}
+	}
+}

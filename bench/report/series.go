@@ -5,41 +5,58 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // seriesKey is what a line in a figure against N stands for: everything that
 // describes a run except N.
 type seriesKey struct {
 	Target, Cache     string
+	UpstreamDelta     bool // the relay's upstream spoke delta
 	Delta             bool
 	Service           string
 	Clusters, Classes int
 	StreamsPerConn    int
 	Unique            float64 // 1 − overlap
+	Pace              time.Duration
 }
 
 // scenario is what the relay is compared at: a series key without the
-// target and cache, plus N.
+// target and cache, plus N. A baseline's scenario never has UpstreamDelta
+// (it has no upstream): see baselineOf.
 type scenario struct {
+	UpstreamDelta           bool
 	Delta                   bool
 	Service                 string
 	Clusters, Classes       int
 	StreamsPerConn, Clients int
 	Unique                  float64
+	Pace                    time.Duration
 }
 
 func keyOf(r Run) seriesKey {
 	return seriesKey{
-		Target: r.Target, Cache: r.Cache, Delta: r.Delta, Service: r.Service,
-		Clusters: r.Clusters, Classes: r.Classes, StreamsPerConn: r.StreamsPerConn, Unique: r.Unique,
+		Target: r.Target, Cache: r.Cache, UpstreamDelta: r.UpstreamDelta, Delta: r.Delta, Service: r.Service,
+		Clusters: r.Clusters, Classes: r.Classes, StreamsPerConn: r.StreamsPerConn, Unique: r.Unique, Pace: r.Pace,
 	}
 }
 
-func scenarioOf(r Run) scenario {
+// scenario is k's scenario at n clients.
+func (k seriesKey) scenario(n int) scenario {
 	return scenario{
-		Delta: r.Delta, Service: r.Service, Clusters: r.Clusters, Classes: r.Classes,
-		StreamsPerConn: r.StreamsPerConn, Clients: r.Clients, Unique: r.Unique,
+		UpstreamDelta: k.UpstreamDelta, Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes,
+		StreamsPerConn: k.StreamsPerConn, Clients: n, Unique: k.Unique, Pace: k.Pace,
 	}
+}
+
+func scenarioOf(r Run) scenario { return keyOf(r).scenario(r.Clients) }
+
+// baselineOf is the scenario a baseline is measured at for the relay's
+// s: the same, but for the relay's upstream protocol, which the baselines
+// do not have.
+func baselineOf(s scenario) scenario {
+	s.UpstreamDelta = false
+	return s
 }
 
 // targetRank orders targets: the relay first, then its bounds, then what
@@ -63,12 +80,14 @@ func compareKeys(a, b seriesKey) int {
 		cmp.Compare(targetRank(a.Target), targetRank(b.Target)),
 		strings.Compare(a.Target, b.Target),
 		strings.Compare(a.Cache, b.Cache),
+		compareBool(a.UpstreamDelta, b.UpstreamDelta),
 		compareBool(a.Delta, b.Delta),
 		strings.Compare(a.Service, b.Service),
 		cmp.Compare(a.Clusters, b.Clusters),
 		cmp.Compare(a.Classes, b.Classes),
 		cmp.Compare(a.StreamsPerConn, b.StreamsPerConn),
 		cmp.Compare(a.Unique, b.Unique),
+		cmp.Compare(a.Pace, b.Pace),
 	)
 }
 
@@ -109,7 +128,7 @@ type dataset struct {
 	// Which dimensions vary across the runs and so appear in labels.
 	cacheVaries                                         map[string]bool // per target
 	serviceVaries, clustersVary, classesVary, spcVaries bool
-	overlapVaries                                       bool
+	overlapVaries, paceVaries, upstreamVaries           bool
 }
 
 func newDataset(runs []Run) *dataset {
@@ -117,7 +136,7 @@ func newDataset(runs []Run) *dataset {
 	slices.SortStableFunc(d.runs, compareRuns)
 	caches := map[string]map[string]bool{}
 	services, clusters, classes, spcs := map[string]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
-	uniques := map[float64]bool{}
+	uniques, paces, upstreams := map[float64]bool{}, map[time.Duration]bool{}, map[bool]bool{}
 	for _, r := range d.runs {
 		k := keyOf(r)
 		if _, ok := d.index[k]; !ok {
@@ -132,14 +151,17 @@ func newDataset(runs []Run) *dataset {
 		}
 		caches[r.Target][r.Cache] = true
 		services[r.Service], clusters[r.Clusters], classes[r.Classes], spcs[r.StreamsPerConn] = true, true, true, true
-		uniques[r.Unique] = true
+		uniques[r.Unique], paces[r.Pace] = true, true
+		if r.Target == "relay" {
+			upstreams[r.UpstreamDelta] = true
+		}
 	}
 	slices.Sort(d.ns)
 	for t, cs := range caches {
 		d.cacheVaries[t] = len(cs) > 1
 	}
 	d.serviceVaries, d.clustersVary, d.classesVary, d.spcVaries = len(services) > 1, len(clusters) > 1, len(classes) > 1, len(spcs) > 1
-	d.overlapVaries = len(uniques) > 1
+	d.overlapVaries, d.paceVaries, d.upstreamVaries = len(uniques) > 1, len(paces) > 1, len(upstreams) > 1
 	return d
 }
 
@@ -164,7 +186,7 @@ func (d *dataset) label(k seriesKey) string {
 	if k.Cache != "" && (k.Target == "direct" || d.cacheVaries[k.Target]) {
 		b.WriteString("/" + k.Cache)
 	}
-	b.WriteString(" " + d.scenarioLabel(scenario{Delta: k.Delta, Service: k.Service, Clusters: k.Clusters, Classes: k.Classes, StreamsPerConn: k.StreamsPerConn, Unique: k.Unique}))
+	b.WriteString(" " + d.scenarioLabel(k.scenario(0)))
 	return b.String()
 }
 
@@ -174,6 +196,9 @@ func (d *dataset) scenarioLabel(s scenario) string {
 	parts := []string{protocol(s.Delta, s.Service)}
 	if d.serviceVaries && s.Service == "" {
 		parts[0] += " (service unknown)"
+	}
+	if d.upstreamVaries && s.UpstreamDelta {
+		parts[0] += " (delta upstream)"
 	}
 	if d.clustersVary {
 		parts = append(parts, fmt.Sprintf("%d clusters", s.Clusters))
@@ -186,6 +211,13 @@ func (d *dataset) scenarioLabel(s scenario) string {
 	}
 	if d.overlapVaries {
 		parts = append(parts, fmt.Sprintf("overlap %g", 1-s.Unique))
+	}
+	if d.paceVaries {
+		if s.Pace > 0 {
+			parts = append(parts, "classes "+s.Pace.String()+" apart")
+		} else {
+			parts = append(parts, "unpaced")
+		}
 	}
 	return strings.Join(parts, ", ")
 }
