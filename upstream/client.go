@@ -41,6 +41,11 @@ type Config struct {
 	// bytes (at least 64 KiB). Zero means DefaultStreamWindow and
 	// DefaultConnWindow.
 	StreamWindow, ConnWindow int32
+	// Resync is how long, on average, a class stream lives before a new one
+	// replaces it to reconcile what the class holds with the upstream
+	// (resync.go; the app's default is DefaultResyncInterval). Zero: a
+	// stream lives until it fails.
+	Resync time.Duration
 	// Delta selects the incremental protocol (DeltaAggregatedResources)
 	// instead of state of the world.
 	Delta bool
@@ -193,6 +198,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		valid:   &validator{passVersions: c.cfg.PassVersions, store: class.Store()},
 		delta:   c.cfg.Delta,
 		askWild: c.cfg.AskWildcard,
+		resync:  c.cfg.Resync,
 		metrics: c.cfg.Metrics,
 		drops:   c.cfg.Drops,
 		tracer:  c.cfg.Tracer,

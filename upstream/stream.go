@@ -88,6 +88,8 @@ const (
 	// again; an answer sent before the upstream read the unsubscription
 	// could still be on its way and be taken for the new subscription's.
 	RestartResubscribe
+	// RestartResync: the stream lived its resync interval (resync.go).
+	RestartResync
 )
 
 func (r RestartReason) String() string {
@@ -100,6 +102,8 @@ func (r RestartReason) String() string {
 		return "names_ignored"
 	case RestartResubscribe:
 		return "resubscribe"
+	case RestartResync:
+		return "resync"
 	}
 	return "unknown"
 }
@@ -110,6 +114,7 @@ type RestartCounts struct {
 	Claim        int `json:"claim"`
 	NamesIgnored int `json:"names_ignored"`
 	Resubscribe  int `json:"resubscribe"`
+	Resync       int `json:"resync"`
 }
 
 // add counts one restart for r.
@@ -123,11 +128,15 @@ func (c *RestartCounts) add(r RestartReason) {
 		c.NamesIgnored++
 	case RestartResubscribe:
 		c.Resubscribe++
+	case RestartResync:
+		c.Resync++
 	}
 }
 
 // Total is every chosen restart.
-func (c RestartCounts) Total() int { return c.Wildcard + c.Claim + c.NamesIgnored + c.Resubscribe }
+func (c RestartCounts) Total() int {
+	return c.Wildcard + c.Claim + c.NamesIgnored + c.Resubscribe + c.Resync
+}
 
 // classStream is the upstream ADS stream of one class, run by one goroutine
 // (run) that the Client starts and stops.
@@ -142,8 +151,9 @@ type classStream struct {
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
-	delta   bool // speak incremental ADS upstream
-	askWild bool // ask every type as the wildcard (Config.AskWildcard)
+	delta   bool          // speak incremental ADS upstream
+	askWild bool          // ask every type as the wildcard (Config.AskWildcard)
+	resync  time.Duration // Config.Resync: a stream's mean life (0: unbounded)
 	metrics Metrics
 	drops   *drop.Counters // nil-safe
 	tracer  trace.Tracer
@@ -220,7 +230,9 @@ func (s *classStream) run(ctx context.Context) {
 		var claim *claimRestart
 		var resub *resubscribeRestart
 		var restart *wildcardRestart
+		var resync resyncRestart
 		var reason RestartReason
+		chosen := true
 		switch {
 		case errors.As(err, &claim):
 			// Not a failure: the new stream claims what the class holds.
@@ -242,8 +254,14 @@ func (s *classStream) run(ctx context.Context) {
 			s.log.Info("restarting the upstream stream to subscribe to a wildcard after explicit names",
 				zap.String("type_url", restart.typeURL))
 			reason = RestartWildcard
+		case errors.As(err, &resync):
+			// Periodic: counted, logged at debug only.
+			s.log.Debug("restarting the upstream stream to resync", zap.Duration("interval", s.resync))
+			reason = RestartResync
+		default:
+			chosen = false
 		}
-		if claim != nil || resub != nil || restart != nil {
+		if chosen {
 			s.metrics.Restarted(s.class.Name, reason)
 			s.setStatus(func(st *ClassStreamStatus) { st.Restarts.add(reason) })
 			if !sleepCtx(ctx, restartWait(lastRestart, time.Now())) {
@@ -361,6 +379,12 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 	} else {
 		sess = newSotwSession(s, st)
 	}
+	var resync <-chan time.Time
+	if after := resyncAfter(s.resync); after > 0 {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		resync = t.C
+	}
 	defer sess.close()
 	if err := sess.syncInterest(); err != nil {
 		return false, err
@@ -379,6 +403,8 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 			if err := sess.sendDueReplies(); err != nil {
 				return healthy, err
 			}
+		case <-resync:
+			return healthy, resyncRestart{}
 		case r := <-recv:
 			if r.err != nil {
 				return healthy, fmt.Errorf("receive: %w", r.err)

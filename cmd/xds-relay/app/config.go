@@ -158,6 +158,10 @@ type UpstreamConfig struct {
 	// fixed HTTP/2 flow-control windows in bytes (upstream.Config).
 	StreamWindow     int `yaml:"stream_window"`
 	ConnectionWindow int `yaml:"connection_window"`
+	// ResyncInterval is how long, on average, a class's upstream stream
+	// lives before a new one reconciles the class with the control plane
+	// (upstream.Config.Resync); negative: never.
+	ResyncInterval time.Duration `yaml:"resync_interval"`
 }
 
 // BackoffConfig paces reconnection to the upstream.

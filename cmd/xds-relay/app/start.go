@@ -161,6 +161,7 @@ func (r *Relay) startSource(st *starting) error {
 			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 			StreamWindow: int32(cfg.Upstream.StreamWindow),
 			ConnWindow:   int32(cfg.Upstream.ConnectionWindow),
+			Resync:       offIfNegative(cfg.Upstream.ResyncInterval),
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)
