@@ -25,6 +25,7 @@ var (
 	flagAll       = flag.Bool("conformance.all", false, "generate the features cells exclude by default too")
 	flagShrink    = flag.Duration("conformance.shrink", 90*time.Second, "time spent shrinking a divergence (0: none)")
 	flagRecord    = flag.String("conformance.record", "", "directory to write shrunk diverging schedules to")
+	flagResync    = flag.Duration("conformance.resync", 0, "the relays' upstream.resync_interval (0: the default); short, class streams are replaced throughout a schedule")
 	flagStop      = flag.Bool("conformance.stop", true, "stop a cell at its first divergence")
 	flagOpen      = flag.Bool("conformance.open", false, "TestReplay: fail on testdata schedules marked open too")
 	flagExclude   = flag.String("conformance.exclude", "", "comma-separated features to exclude, instead of each cell's defaults (\"none\": exclude nothing)")
@@ -34,7 +35,7 @@ var (
 )
 
 func runOptions(t *testing.T) RunOptions {
-	o := RunOptions{Hold: *flagHold}
+	o := RunOptions{Hold: *flagHold, Resync: *flagResync}
 	if *flagVerbose {
 		l, _ := zap.NewDevelopment(zap.IncreaseLevel(zap.WarnLevel))
 		o.Log = l

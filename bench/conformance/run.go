@@ -28,6 +28,10 @@ type RunOptions struct {
 	// 0: PendingGrace + 500 ms; negative: no hold.
 	Hold time.Duration
 	Log  *zap.Logger // the relays' logger; nil: none
+	// Resync is the relays' upstream.resync_interval (0: its default, far
+	// longer than a schedule): short, every class stream is replaced over
+	// and over while the schedule runs.
+	Resync time.Duration
 	// Trace, if set, is told how long each quiet point took.
 	Trace func(format string, args ...any)
 }
@@ -66,7 +70,7 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	up, err := startUpstream(cell, o.Log, tmp)
+	up, err := startUpstream(cell, o.Log, tmp, o.Resync)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", cell.Name, err)
 	}

@@ -66,8 +66,11 @@ const anchorName = "conformance-anchor"
 
 const runtimeType = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
 
-func relayConfig(listenUpstream string, delta bool, id string, askWildcard bool) app.Config {
+func relayConfig(listenUpstream string, delta bool, id string, askWildcard bool, resync time.Duration) app.Config {
 	cfg := app.DefaultConfig()
+	if resync != 0 {
+		cfg.Upstream.ResyncInterval = resync
+	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Admin = "127.0.0.1:0"
 	cfg.Upstream.Address = listenUpstream
@@ -89,7 +92,7 @@ func relayConfig(listenUpstream string, delta bool, id string, askWildcard bool)
 	return cfg
 }
 
-func startUpstream(cell Cell, log *zap.Logger, tmp string) (up *upstream, err error) {
+func startUpstream(cell Cell, log *zap.Logger, tmp string, resync time.Duration) (up *upstream, err error) {
 	u := &upstream{cell: cell}
 	defer func() {
 		if err != nil {
@@ -110,7 +113,7 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string) (up *upstream, err er
 		if err := u.writeAnchor(); err != nil {
 			return nil, err
 		}
-		cfg := relayConfig("", false, "relay-file", false)
+		cfg := relayConfig("", false, "relay-file", false, resync)
 		cfg.Source.Dir = u.dir
 		if err := u.startRelay(cfg, log.Named("relay")); err != nil {
 			return nil, err
@@ -124,15 +127,15 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string) (up *upstream, err er
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: xdstest.Snapshot}); err != nil {
 			return nil, err
 		}
-		if err := u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay-tier1", cell.AskWildcard), log.Named("tier1")); err != nil {
+		if err := u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay-tier1", cell.AskWildcard, resync), log.Named("tier1")); err != nil {
 			return nil, err
 		}
-		return u, u.startRelay(relayConfig(u.addr(), cell.Delta, "relay-tier2", false), log.Named("tier2"))
+		return u, u.startRelay(relayConfig(u.addr(), cell.Delta, "relay-tier2", false, resync), log.Named("tier2"))
 	default:
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: cell.Upstream}); err != nil {
 			return nil, err
 		}
-		return u, u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay", cell.AskWildcard), log.Named("relay"))
+		return u, u.startRelay(relayConfig(u.cp.Addr, cell.Delta, "relay", cell.AskWildcard, resync), log.Named("relay"))
 	}
 }
 
