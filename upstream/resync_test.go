@@ -131,12 +131,15 @@ func TestResyncRestoresARemovalTheUpstreamLost(t *testing.T) {
 				}
 				return
 			}
-			// Bounded: a few of the resync subtest's intervals.
-			time.Sleep(time.Second)
-			log.mu.Lock()
-			defer log.mu.Unlock()
-			if slices.ContainsFunc(log.served, holds("a", "c")) {
-				t.Fatalf("b removed without a resync: the lost removal was not lost (served %v)", log.served)
+			// A fence instead of a wait: a change made after the lost
+			// removal comes on the same stream after anything the server
+			// sent before it, so once d is served the removal of b would
+			// have been too.
+			setClusters(t, cp, "d")
+			hasD := func(names []string) bool { return slices.Contains(names, "d") }
+			served := log.await(t, "d, the fence", hasD)
+			if slices.ContainsFunc(served, holds("a", "c")) || !slices.Contains(served[slices.IndexFunc(served, hasD)], "b") {
+				t.Fatalf("b removed without a resync: the lost removal was not lost (served %v)", served)
 			}
 		})
 	}
