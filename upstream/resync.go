@@ -41,5 +41,5 @@ func resyncAfter(every time.Duration) time.Duration {
 	if every <= 0 {
 		return 0
 	}
-	return every*3/4 + rand.N(every/2+1)
+	return max(1, every*3/4+rand.N(every/2+1)) // 1ns: a resync still, not never
 }

@@ -24,6 +24,9 @@ func TestResyncAfterSpreadsTheInterval(t *testing.T) {
 			t.Errorf("resyncAfter(%v) = %v, want 0: never", every, got)
 		}
 	}
+	if got := resyncAfter(time.Nanosecond); got <= 0 {
+		t.Errorf("resyncAfter(1ns) = %v: a positive interval must resync", got)
+	}
 	every := time.Second
 	seen := map[time.Duration]bool{}
 	for range 1000 {
