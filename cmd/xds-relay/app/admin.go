@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,7 +25,7 @@ func (r *Relay) adminHandler() http.Handler {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok\n" + r.staleNote()))
+		_, _ = w.Write(escapeText([]byte("ok\n" + r.staleNote())))
 	})
 	mux.HandleFunc("GET /debug/classes", func(w http.ResponseWriter, _ *http.Request) {
 		type classJSON struct {
@@ -117,7 +118,9 @@ func (r *Relay) staleNote() string {
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+	_, _ = w.Write(escapeJSON(buf.Bytes()))
 }

@@ -66,7 +66,7 @@ func (r *Relay) statusPage() http.Handler {
 		if req.Method == http.MethodHead {
 			return
 		}
-		_, _ = w.Write(buf.Bytes())
+		_, _ = w.Write(escapeText(buf.Bytes()))
 	})
 }
 
