@@ -3,7 +3,6 @@ package relay
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -133,12 +132,9 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 // readRESTRequest decodes and checks the request body; on failure it returns
 // the HTTP status to answer with and an error naming the problem.
 func (s *Server) readRESTRequest(w http.ResponseWriter, r *http.Request, typeURL string) (*discoveryv3.DiscoveryRequest, int, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRESTBody))
+	data, code, err := s.restBody(w, r)
 	if err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body exceeds %d bytes", mbe.Limit)
-		}
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the request body: %v", err)
+		return nil, code, err
 	}
 	req := &discoveryv3.DiscoveryRequest{}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(data, req); err != nil {

@@ -79,6 +79,10 @@ type Options struct {
 	// (RouteConfiguration), which the client is told first (default 5s;
 	// negative: removals are never held). See removalGate.
 	ParentRemovalWait time.Duration
+	// AllowCompressedRequests accepts gzip-compressed requests (gRPC
+	// grpc-encoding, REST Content-Encoding), inflated within the message
+	// limits; otherwise they are refused (compression.go).
+	AllowCompressedRequests bool
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.

@@ -92,6 +92,10 @@ type ServerConfig struct {
 	KeepaliveTimeout   time.Duration `yaml:"keepalive_timeout"`
 	KeepaliveMinTime   time.Duration `yaml:"keepalive_min_time"`
 	MaxConnectionIdle  time.Duration `yaml:"max_connection_idle"`
+	// AllowCompressedRequests accepts gzip-compressed gRPC messages and REST
+	// bodies (inflated within limits.max_message_bytes and the REST body
+	// limit); otherwise they are refused (gRPC UNIMPLEMENTED, REST 415).
+	AllowCompressedRequests bool `yaml:"allow_compressed_requests"`
 }
 
 // DrainConfig is how the relay hands its clients to its peers.

@@ -89,6 +89,7 @@ var settings = []setting{
 	{key: "server.keepalive_timeout", def: 20 * time.Second},
 	{key: "server.keepalive_min_time", def: 15 * time.Second},
 	{key: "server.max_connection_idle", def: 5 * time.Minute},
+	{key: "server.allow_compressed_requests", def: false},
 
 	{key: "drain.period", def: 30 * time.Second, off: "end every stream at once"},
 	{key: "drain.max_connection_age", def: 30 * time.Minute, off: "never close a connection for its age"},

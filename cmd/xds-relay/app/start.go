@@ -248,6 +248,8 @@ func (r *Relay) buildServers(st *starting) error {
 		MaxNodeIDBytes:       cfg.Limits.MaxNodeIDBytes,
 		MaxClassNameBytes:    cfg.Limits.MaxClassNameBytes,
 		ClientLog:            clientLog,
+
+		AllowCompressedRequests: cfg.Server.AllowCompressedRequests,
 	})
 	r.grpcSrv = grpc.NewServer(r.grpcOptions(st.serverTLS)...)
 	r.server.Register(r.grpcSrv)
@@ -274,6 +276,7 @@ func (r *Relay) grpcOptions(serverTLS *tls.Config) []grpc.ServerOption {
 		MaxConnectionAge:      offIfNegative(cfg.Drain.MaxConnectionAge),
 		MaxConnectionAgeGrace: offIfNegative(cfg.Drain.MaxConnectionAgeGrace),
 	}.ServerOptions()...)
+	opts = append(opts, r.server.CompressionOptions()...)
 	if serverTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
 	}
