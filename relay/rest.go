@@ -79,11 +79,16 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		return
 	}
 
+	lift := bodyDeadline(w, s.opts.RESTReadTimeout)
 	req, status, err := s.readRESTRequest(w, r, typeURL)
 	if err != nil {
+		if status == http.StatusRequestTimeout {
+			w.Header().Set("Connection", "close")
+		}
 		http.Error(w, err.Error(), status)
 		return
 	}
+	lift()
 	// The same checks as a gRPC stream's, before anything is created.
 	if code, err := s.restAuthorize(r, typeURL, req.GetNode()); err != nil {
 		http.Error(w, grpcMessage(err), code)
@@ -103,9 +108,12 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 	// The lease is released before the poll's shard is left (it lingers,
 	// as an ended stream's: shard.Class.Leave), so a class used only by
 	// polls lingers with its shards between them.
-	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, func() { s.registry.Release(class) })
+	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, &s.held, func() { s.registry.Release(class) })
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusTooManyRequests) // a class limit (shard.LimitError)
+		if errors.As(err, new(heldPollsFull)) {
+			w.Header().Set("Retry-After", "1")
+		}
+		http.Error(w, err.Error(), http.StatusTooManyRequests) // a class limit (shard.LimitError) or rest.max_held_polls
 		return
 	}
 	if resp == nil {
@@ -186,13 +194,14 @@ func protoMessage(err error) string {
 // returns the response to send: the shard's current one once its version
 // differs from clientVersion, or nil when none does within maxHold (or before
 // the request ends). It calls release, then leaves the subscription, before
-// it returns. A subscription the class's limits refuse is the error.
+// it returns. A subscription the class's limits refuse is the error, and so
+// is a poll to be held while held has no room (heldPollsFull).
 //
 // The shard is left as an ended stream leaves it (Leave, not Unsubscribe):
 // it lingers for the class's linger with its upstream interest, so a client
 // polling every few seconds is answered from the cache and its names are
 // not unsubscribed upstream and subscribed again at each poll.
-func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, release func()) (*shard.Response, error) {
+func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, held *heldPolls, release func()) (*shard.Response, error) {
 	rw := &restWatcher{sig: dedup.NewSignal()}
 	sh, err := class.TrySubscribe(typeURL, sub, rw)
 	if err != nil {
@@ -209,6 +218,10 @@ func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Sub
 	if resp := restSendable(sh, clientVersion); resp != nil || maxHold <= 0 {
 		return resp, nil
 	}
+	if !held.take() {
+		return nil, heldPollsFull{held.max}
+	}
+	defer held.done()
 	hold := time.NewTimer(maxHold)
 	defer hold.Stop()
 	for {

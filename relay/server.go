@@ -83,6 +83,14 @@ type Options struct {
 	// grpc-encoding, REST Content-Encoding), inflated within the message
 	// limits; otherwise they are refused (compression.go).
 	AllowCompressedRequests bool
+	// RESTReadTimeout bounds how long a REST request's body may take to
+	// arrive (default DefaultRESTReadTimeout); past it the poll gets 408.
+	RESTReadTimeout time.Duration
+	// MaxHeldPolls bounds the REST polls held at once, each a goroutine
+	// and a connection (default DefaultMaxHeldPolls; negative: no cap). A
+	// poll that would be held past it gets 429; one answered at once is
+	// never refused for it.
+	MaxHeldPolls int
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.
@@ -127,6 +135,12 @@ func (o Options) withDefaults() Options {
 	if o.ParentRemovalWait == 0 {
 		o.ParentRemovalWait = DefaultParentRemovalWait
 	}
+	if o.RESTReadTimeout <= 0 {
+		o.RESTReadTimeout = DefaultRESTReadTimeout
+	}
+	if o.MaxHeldPolls == 0 {
+		o.MaxHeldPolls = DefaultMaxHeldPolls
+	}
 	return o
 }
 
@@ -145,6 +159,7 @@ type Server struct {
 	// conns: remote address -> *trackedConn (see TrackConnections);
 	// a sync.Map, safe for concurrent use.
 	conns sync.Map
+	held  heldPolls // REST polls held now, within Options.MaxHeldPolls
 
 	mu      sync.Mutex
 	streams map[downstream]struct{} // guarded by mu
@@ -160,7 +175,7 @@ type downstream interface {
 // NewServer returns a server over registry.
 func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server {
 	opts = opts.withDefaults()
-	return &Server{
+	s := &Server{
 		registry: registry,
 		log:      log,
 		opts:     opts,
@@ -169,6 +184,8 @@ func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server 
 		clog:     opts.ClientLog,
 		streams:  map[downstream]struct{}{},
 	}
+	s.held.max = int64(max(opts.MaxHeldPolls, -1))
+	return s
 }
 
 // ServerOptions are the grpc.ServerOptions the relay's services need: the

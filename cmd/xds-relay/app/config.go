@@ -120,6 +120,15 @@ type RESTConfig struct {
 	// up to this long for a change, then gets 304; negative answers at
 	// once.
 	MaxHold time.Duration `yaml:"max_hold"`
+	// IdleTimeout closes a keep-alive connection without a request for
+	// this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ReadTimeout bounds the arrival of a request's headers, and then of
+	// its body (408 past it); a held poll is not cut by it.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// MaxHeldPolls bounds the polls held at once; one more that would be
+	// held gets 429.
+	MaxHeldPolls int `yaml:"max_held_polls"`
 	// Plaintext serves REST as plain HTTP even with tls.cert_file set
 	// (refused with tls.client_ca_file); otherwise REST uses the xDS
 	// listener's TLS.

@@ -98,6 +98,9 @@ var settings = []setting{
 	{key: "rest.listen", def: ""},
 	{key: "rest.max_hold", def: 30 * time.Second, off: "answer every poll at once"},
 	{key: "rest.plaintext", def: false},
+	{key: "rest.idle_timeout", def: time.Minute},
+	{key: "rest.read_timeout", def: relay.DefaultRESTReadTimeout},
+	{key: "rest.max_held_polls", def: relay.DefaultMaxHeldPolls},
 
 	{key: "tracing.otlp_endpoint", def: ""},
 	{key: "tracing.sample_ratio", def: 1.0, off: "trace nothing"},

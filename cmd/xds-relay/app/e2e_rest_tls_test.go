@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -48,18 +47,27 @@ func restPost(ctx context.Context, client *http.Client, url string, node *corev3
 	if strings.HasSuffix(url, ":secrets") {
 		names = `, "resource_names": ["server-cert"]`
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url,
-		bytes.NewBufferString(`{"node": {"id": "`+node.GetId()+`", "cluster": "`+node.GetCluster()+`"}`+names+`}`))
+	resp, b, err := post(ctx, client, url, `{"node": {"id": "`+node.GetId()+`", "cluster": "`+node.GetCluster()+`"}`+names+`}`)
 	if err != nil {
 		return 0, "", "", err
+	}
+	return resp.StatusCode, resp.Proto, b, nil
+}
+
+// post POSTs body to url and returns the response (its body read and
+// closed) and the body.
+func post(ctx context.Context, client *http.Client, url, body string) (*http.Response, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, "", err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, "", "", err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Proto, string(b), err
+	return resp, string(b), err
 }
 
 // httpsClient is an HTTPS client trusting ca, presenting certs; h2 forces

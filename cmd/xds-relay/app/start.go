@@ -250,6 +250,8 @@ func (r *Relay) buildServers(st *starting) error {
 		ClientLog:            clientLog,
 
 		AllowCompressedRequests: cfg.Server.AllowCompressedRequests,
+		RESTReadTimeout:         cfg.REST.ReadTimeout,
+		MaxHeldPolls:            cfg.REST.MaxHeldPolls,
 	})
 	r.grpcSrv = grpc.NewServer(r.grpcOptions(st.serverTLS)...)
 	r.server.Register(r.grpcSrv)
@@ -313,8 +315,9 @@ func (r *Relay) listen(st *starting) error {
 	maxHold := offIfNegative(cfg.REST.MaxHold) // 0: every poll is answered at once
 	// A held long poll must not be cut off by the write timeout.
 	r.restSrv = &http.Server{Handler: r.server.RESTHandler(maxHold),
-		ReadHeaderTimeout: 10 * time.Second, WriteTimeout: maxHold + 30*time.Second,
-		ErrorLog: restErrorLog(log)}
+		ReadHeaderTimeout: cfg.REST.ReadTimeout, IdleTimeout: cfg.REST.IdleTimeout,
+		WriteTimeout: maxHold + 30*time.Second,
+		ErrorLog:     restErrorLog(log)}
 	if st.serverTLS != nil && !cfg.REST.Plaintext {
 		// REST follows the xDS listener: the same certificate, client
 		// CAs and reloads; Authorize applies to it as to gRPC.
