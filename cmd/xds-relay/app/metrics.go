@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/xds-relay/xds-relay/relay"
-	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
@@ -39,20 +38,23 @@ type telemetry struct {
 	disconnects   metric.Int64Counter
 	pushes        metric.Int64Counter
 	pushBytes     metric.Int64Counter
-	clientACKs    metric.Int64Counter
-	clientNACKs   metric.Int64Counter
 	collapses     metric.Int64Counter
-	reconnects    metric.Int64Counter
-	upstreamResps metric.Int64Counter
-	restarts      metric.Int64Counter
-	repeats       metric.Int64Counter
-	namesIgnored  metric.Int64Counter
 	fanout        metric.Float64Histogram
+
+	// By class: their series go with the class's label (metrics_classes.go).
+	clientACKs    *classCounter
+	clientNACKs   *classCounter
+	reconnects    *classCounter
+	upstreamResps *classCounter
+	restarts      *classCounter
+	repeats       *classCounter
+	namesIgnored  *classCounter
 
 	attrsMu sync.RWMutex
 	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
 
-	classes classLabels // bounds the class label
+	classes classLabels     // bounds the class label
+	byClass []*classCounter // the counters above with a class label
 }
 
 var (
@@ -101,17 +103,26 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.disconnects, "xds_relay_downstream_disconnects", "", "Downstream streams ended, by variant and reason."},
 		{&t.pushes, "xds_relay_pushes", "", "Responses written to clients, by variant and type."},
 		{&t.pushBytes, "xds_relay_push_bytes", "By", "Bytes of responses written to clients, by variant and type."},
-		{&t.clientACKs, "xds_relay_client_acks", "", "ACKs from clients, by class and type."},
-		{&t.clientNACKs, "xds_relay_client_nacks", "", "NACKs from clients, by class and type."},
 		{&t.collapses, "xds_relay_queue_collapses", "", "Slow clients' queues collapsed to the latest state (responses dropped), by variant."},
-		{&t.reconnects, "xds_relay_upstream_reconnects", "", "Upstream stream failures followed by a retry, by class."},
-		{&t.upstreamResps, "xds_relay_upstream_responses", "", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
-		{&t.restarts, "xds_relay_upstream_restarts", "", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
-		{&t.repeats, "xds_relay_upstream_repeated_responses", "", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
-		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
 		*c.c, e = m.Int64Counter(c.name, metric.WithDescription(c.desc), metric.WithUnit(c.unit))
 		keep(e)
+	}
+	for _, c := range []struct {
+		c          **classCounter
+		name, desc string
+	}{
+		{&t.clientACKs, "xds_relay_client_acks", "ACKs from clients, by class and type."},
+		{&t.clientNACKs, "xds_relay_client_nacks", "NACKs from clients, by class and type."},
+		{&t.reconnects, "xds_relay_upstream_reconnects", "Upstream stream failures followed by a retry, by class."},
+		{&t.upstreamResps, "xds_relay_upstream_responses", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
+		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
+		{&t.repeats, "xds_relay_upstream_repeated_responses", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
+		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
+	} {
+		*c.c, e = newClassCounter(m, c.name, c.desc)
+		keep(e)
+		t.byClass = append(t.byClass, *c.c)
 	}
 	t.fanout, e = m.Float64Histogram("xds_relay_fanout_duration", metric.WithDescription("Time from an upstream update to the last stream of a shard written, by type."), metric.WithUnit("s"))
 	keep(e)
@@ -242,54 +253,6 @@ func typeLabel(typeURL string) string {
 	return "other"
 }
 
-// maxClassLabelBytes cuts a class label value (class names are bounded by
-// limits.max_class_name_bytes already; this is what a series can hold).
-const maxClassLabelBytes = 128
-
-// classLabels bounds the class label: the first max class names seen
-// (limits.max_metric_classes) keep a series of their own, cut to
-// maxClassLabelBytes; later ones are counted as "other". Whoever can name a
-// class (any client, with the default rule) cannot grow /metrics.
-type classLabels struct {
-	max  int // set before use, read-only; 0: 256
-	mu   sync.RWMutex
-	seen map[string]string // class -> label; guarded by mu
-}
-
-func (c *classLabels) label(class string) string {
-	c.mu.RLock()
-	l, ok := c.seen[class]
-	full := len(c.seen) >= c.limit()
-	c.mu.RUnlock()
-	switch {
-	case ok:
-		return l
-	case full:
-		return "other"
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l, ok := c.seen[class]; ok {
-		return l
-	}
-	if len(c.seen) >= c.limit() {
-		return "other"
-	}
-	if c.seen == nil {
-		c.seen = map[string]string{}
-	}
-	l = clientlog.Truncate(class, maxClassLabelBytes)
-	c.seen[class] = l
-	return l
-}
-
-func (c *classLabels) limit() int {
-	if c.max <= 0 {
-		return 256
-	}
-	return c.max
-}
-
 var bg = context.Background()
 
 func (t *telemetry) StreamOpened(variant string) {
@@ -311,32 +274,32 @@ func (t *telemetry) Pushed(variant, typeURL string, bytes int) {
 	t.pushBytes.Add(bg, int64(bytes), o.add...)
 }
 func (t *telemetry) ClientACK(class, typeURL string) {
-	t.clientACKs.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
+	t.clientACKs.add("class", t.classes.label(class), "type", typeLabel(typeURL))
 }
 func (t *telemetry) ClientNACK(class, typeURL string) {
-	t.clientNACKs.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
+	t.clientNACKs.add("class", t.classes.label(class), "type", typeLabel(typeURL))
 }
 func (t *telemetry) QueueCollapsed(variant string) {
 	t.collapses.Add(bg, 1, t.opt("variant", variant).add...)
 }
 func (t *telemetry) Reconnecting(class string) {
-	t.reconnects.Add(bg, 1, t.opt("class", t.classes.label(class)).add...)
+	t.reconnects.add("class", t.classes.label(class))
 }
 func (t *telemetry) Response(class, typeURL string, accepted bool) {
 	result := "nack"
 	if accepted {
 		result = "ack"
 	}
-	t.upstreamResps.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL), "result", result).add...)
+	t.upstreamResps.add("class", t.classes.label(class), "type", typeLabel(typeURL), "result", result)
 }
 func (t *telemetry) Restarted(class string, reason upstream.RestartReason) {
-	t.restarts.Add(bg, 1, t.opt("class", t.classes.label(class), "reason", reason.String()).add...)
+	t.restarts.add("class", t.classes.label(class), "reason", reason.String())
 }
 func (t *telemetry) RepeatedResponse(class, typeURL string) {
-	t.repeats.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
+	t.repeats.add("class", t.classes.label(class), "type", typeLabel(typeURL))
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
-	t.namesIgnored.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
+	t.namesIgnored.add("class", t.classes.label(class), "type", typeLabel(typeURL))
 }
 
 // Fanout records one shard's fan-out of an update: in the histogram, and as

@@ -210,12 +210,14 @@ func (r *Relay) buildServers(st *starting) error {
 		if ok, dropped := clientLog.Allow(); ok {
 			log.Info("new node class", clientLog.String("class", c.Name), clientLog.String("first_node", c.Node.GetId()), dropped)
 		}
+		r.tel.classCreated(c.Name)
 		return src.Attach(c)
 	}, shard.Lifecycle{
 		Linger:     cfg.NodeClasses.Linger,
 		MaxClasses: cfg.Limits.MaxClasses,
 		Drop: func(c *shard.Class) {
 			src.Detach(c) // the upstream stream is closed when it returns
+			r.tel.classDropped(c.Name)
 			if ok, dropped := clientLog.Allow(); ok {
 				log.Info("node class dropped", clientLog.String("class", c.Name), zap.Duration("linger", cfg.NodeClasses.Linger), dropped)
 			}
