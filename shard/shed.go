@@ -94,3 +94,11 @@ func (c *Class) HasShard(typeURL string, sub Subscription) bool {
 	t := c.tables[typeURL]
 	return t != nil && t.lookup(KeyOf(c.Name, typeURL, sub), sub) != nil
 }
+
+// Lookup returns the class named name, or nil when the registry holds
+// none (it creates nothing).
+func (r *Registry) Lookup(name string) *Class {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.classes[name]
+}
