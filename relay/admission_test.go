@@ -52,7 +52,7 @@ func TestOverloadRefusesNewKeepsServed(t *testing.T) {
 	h.apply(EndpointType, false, resource(t, EndpointType, "a", 2))
 	wantResources(t, served.nextOf(EndpointType), resource(t, EndpointType, "a", 2), resource(t, EndpointType, "b", 1))
 	served.ack(served.last[EndpointType])
-	served.subscribe(EndpointType, "a") // fewer names: nothing to send
+	served.subscribe(EndpointType, "a")           // fewer names: nothing to send
 	served.subscribe(EndpointType, "a", "b", "c") // the shard of wide
 	wantResources(t, served.nextOf(EndpointType), resource(t, EndpointType, "a", 2), resource(t, EndpointType, "b", 1), resource(t, EndpointType, "c", 1))
 
