@@ -68,6 +68,7 @@ type Monitor struct {
 	state                         atomic.Int32
 	heap                          atomic.Uint64
 	shedClasses, shedShards, refs atomic.Int64
+	samples                       atomic.Int64
 
 	since atomic.Int64 // when the state was entered, Unix nanoseconds
 
@@ -115,6 +116,7 @@ func (m *Monitor) Run(ctx context.Context) {
 func (m *Monitor) Step() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer m.samples.Add(1) // last: a reader that sees it sees the state
 	heap := m.cfg.Read()
 	if heap >= m.shedMark {
 		heap = m.shedLocked(heap)
@@ -195,5 +197,5 @@ func (m *Monitor) Refuse() error {
 func (m *Monitor) Status() Status {
 	return Status{State: m.State().String(), Since: time.Unix(0, m.since.Load()), HeapBytes: m.heap.Load(), BudgetBytes: m.cfg.Budget, BudgetFrom: m.cfg.From,
 		ShedBytes: m.shedMark, RefuseBytes: m.refuseMark,
-		ShedClasses: m.shedClasses.Load(), ShedShards: m.shedShards.Load(), Refusals: m.refs.Load()}
+		ShedClasses: m.shedClasses.Load(), ShedShards: m.shedShards.Load(), Refusals: m.refs.Load(), Samples: m.samples.Load()}
 }

@@ -46,6 +46,8 @@ type Status struct {
 	ShedClasses int64 `json:"shed_classes"`
 	ShedShards  int64 `json:"shed_shards"`
 	Refusals    int64 `json:"refusals"`
+	// Samples counts the readings taken.
+	Samples int64 `json:"samples"`
 }
 
 // BudgetKey is the configuration key of the budget, which a refusal names.

@@ -1,0 +1,17 @@
+package app
+
+import "math"
+
+// validateOverload checks the memory ceiling's marks: 0 < shed_ratio <
+// refuse_ratio <= 1 (defaults applied; negatives are reported already).
+func (c *Config) validateOverload(bad func(key, format string, args ...any)) {
+	o := c.Overload
+	if math.IsNaN(o.ShedRatio) || o.ShedRatio >= 1 {
+		bad("overload.shed_ratio", "must be a part of the budget below 1, got %v", o.ShedRatio)
+	}
+	if !(o.RefuseRatio <= 1) {
+		bad("overload.refuse_ratio", "must be a part of the budget up to 1, got %v", o.RefuseRatio)
+	} else if o.ShedRatio > 0 && o.RefuseRatio <= o.ShedRatio {
+		bad("overload.refuse_ratio", "must be above overload.shed_ratio (%v), got %v", o.ShedRatio, o.RefuseRatio)
+	}
+}
