@@ -73,3 +73,33 @@ func TestOverloadRefusesNewKeepsServed(t *testing.T) {
 	back.subscribe(EndpointType, "b", "c")
 	wantResources(t, back.nextOf(EndpointType), resource(t, EndpointType, "b", 1), resource(t, EndpointType, "c", 1))
 }
+
+// The same for delta streams: past the refuse mark a new delta stream and
+// a delta subscription adding a name are refused naming the key, while a
+// served delta stream keeps its updates and may unsubscribe.
+func TestOverloadRefusesNewDelta(t *testing.T) {
+	h, _, step := gatedHarness(t)
+	h.apply(EndpointType, false, deltaResource(t, EndpointType, "a", 1), deltaResource(t, EndpointType, "b", 1))
+	served := h.deltaADS(t)
+	served.subscribe(EndpointType, "a", "b")
+	served.ack(served.nextOf(EndpointType))
+	grower := h.deltaADS(t)
+	grower.subscribe(EndpointType, "a")
+	grower.ack(grower.nextOf(EndpointType))
+
+	step(950)
+	refused := h.deltaADS(t)
+	refused.subscribe(EndpointType, "a")
+	wantStatus(t, refused.recvError(), codes.ResourceExhausted, overload.BudgetKey)
+
+	h.apply(EndpointType, false, deltaResource(t, EndpointType, "b", 2))
+	wantDelta(t, served.nextOf(EndpointType), nil, deltaResource(t, EndpointType, "b", 2))
+	served.ack(served.last[EndpointType])
+	served.unsubscribe(EndpointType, "b") // fewer names: served
+
+	grower.subscribe(EndpointType, "b")
+	wantStatus(t, grower.recvError(), codes.ResourceExhausted, overload.BudgetKey)
+
+	h.apply(EndpointType, false, deltaResource(t, EndpointType, "a", 2), deltaResource(t, EndpointType, "b", 3))
+	wantDelta(t, served.nextOf(EndpointType), nil, deltaResource(t, EndpointType, "a", 2))
+}

@@ -13,6 +13,7 @@ func TestOverloadMarksChecked(t *testing.T) {
 		{"overload:\n  shed_ratio: 0.9\n  refuse_ratio: 0.8\n", "overload.refuse_ratio"},
 		{"overload:\n  refuse_ratio: 1.5\n", "overload.refuse_ratio"},
 		{"overload:\n  shed_ratio: 1\n  refuse_ratio: 1\n", "overload.shed_ratio"},
+		{"overload:\n  memory_budget_bytes: 512\n", "overload.memory_budget_bytes"},
 	} {
 		_, err := ParseConfig("relay.yaml", []byte(tc.file))
 		var ce *ConfigError

@@ -37,6 +37,8 @@ func waitOverload(t *testing.T, ctx context.Context, r *app.Relay, want overload
 	return st
 }
 
+const mib = 1 << 20
+
 // budget configures a memory ceiling of bytes, sampled every 10ms.
 func budget(bytes int) relayOption {
 	return withConfig(func(c *app.Config) {
@@ -54,7 +56,7 @@ func budget(bytes int) relayOption {
 // stream is served again.
 func TestE2EOverloadShedsRefusesAdmits(t *testing.T) {
 	var heap atomic.Uint64
-	f := startFixture(t, "keep", clusters("c1"), budget(1000), withApp(app.WithHeapReader(heap.Load)))
+	f := startFixture(t, "keep", clusters("c1"), budget(1000*mib), withApp(app.WithHeapReader(heap.Load)))
 	f.cp.Set(t, "gone", "v1", clusters("g1"))
 	ctx, r := f.ctx, f.relay
 
@@ -73,7 +75,7 @@ func TestE2EOverloadShedsRefusesAdmits(t *testing.T) {
 			r.Registry().Lingers().Lingering == 2 && classIdle(t, ctx, r, "gone")
 	})
 
-	heap.Store(850) // past the soft mark (800): shed, still admitting
+	heap.Store(850 * mib) // past the soft mark (800 MiB): shed, still admitting
 	st := waitOverload(t, ctx, r, overload.Shedding)
 	if st.ShedClasses != 1 || st.ShedShards != 1 {
 		t.Fatalf("shed %d classes and %d shards, want the idle class and the ended stream's shard", st.ShedClasses, st.ShedShards)
@@ -87,7 +89,7 @@ func TestE2EOverloadShedsRefusesAdmits(t *testing.T) {
 	admitted := f.sotw(t, "admitted", "keep")
 	admitted.Next(10 * time.Second)
 
-	heap.Store(950) // past the refuse mark (900)
+	heap.Store(950 * mib) // past the refuse mark (900 MiB)
 	waitOverload(t, ctx, r, overload.Refusing)
 	refused := f.sotw(t, "refused", "keep")
 	waitRefused(t, refused, codes.ResourceExhausted, overload.BudgetKey)
@@ -105,7 +107,7 @@ func TestE2EOverloadShedsRefusesAdmits(t *testing.T) {
 		t.Fatal("the status page does not show the memory ceiling refusing")
 	}
 
-	heap.Store(100)
+	heap.Store(100 * mib)
 	waitOverload(t, ctx, r, overload.Normal)
 	again := f.sotw(t, "again", "keep")
 	if got := clusterNames(t, again.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
