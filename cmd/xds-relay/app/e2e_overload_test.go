@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -91,8 +93,7 @@ func TestE2EOverloadShedsRefusesAdmits(t *testing.T) {
 
 	heap.Store(950 * mib) // past the refuse mark (900 MiB)
 	waitOverload(t, ctx, r, overload.Refusing)
-	refused := f.sotw(t, "refused", "keep")
-	waitRefused(t, refused, codes.ResourceExhausted, overload.BudgetKey)
+	waitNewStreamRefused(t, f, "refused")
 	f.cp.Set(t, "keep", "v2", clusters("c1", "c2"))
 	if got := clusterNames(t, keeper.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
 		t.Fatalf("the served stream got %v, want the control plane's update [c1 c2]", got)
@@ -113,6 +114,18 @@ func TestE2EOverloadShedsRefusesAdmits(t *testing.T) {
 	if got := clusterNames(t, again.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
 		t.Fatalf("a new stream below the marks got %v, want [c1 c2]", got)
 	}
+}
+
+// waitNewStreamRefused opens a stream of class keep and waits for it to
+// be refused naming the budget's key. The relay refuses it before reading
+// it: the send may find it closed already (io.EOF).
+func waitNewStreamRefused(t *testing.T, f *fixture, id string) {
+	t.Helper()
+	c := dialADS(t, f.ctx, f.relay.Addr(), id, "keep")
+	if err := c.SendSotW(resource.ClusterType, nil); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("%s: %v", id, err)
+	}
+	waitRefused(t, c, codes.ResourceExhausted, overload.BudgetKey)
 }
 
 // classIdle reports whether /debug/classes shows class with no
@@ -160,9 +173,17 @@ func TestE2EOverloadRealBudget(t *testing.T) {
 		}
 		class := fmt.Sprintf("big-%d", i)
 		c := dialADS(t, ctx, r.Addr(), class, class)
-		c.Subscribe(resource.EndpointType, edsNames(class, 60000)...)
+		if err := c.SendSotW(resource.EndpointType, edsNames(class, 60000)); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		eventually(t, ctx, "the big stream's shard, or its refusal", func() bool {
+			return c.Err() != nil || r.Registry().Lookup(class) != nil && !classIdle(t, ctx, r, class)
+		})
+		if c.Err() != nil { // a sample of the GC's own found the heap past the mark already
+			waitRefused(t, c, codes.ResourceExhausted, overload.BudgetKey)
+			break
+		}
 		big = append(big, c)
-		eventually(t, ctx, "the big stream's shard", func() bool { return r.Registry().Lookup(class) != nil && !classIdle(t, ctx, r, class) })
 		after := overloadStatus(t, ctx, r).Samples
 		runtime.GC()
 		var st overload.Status
@@ -172,8 +193,7 @@ func TestE2EOverloadRealBudget(t *testing.T) {
 			break
 		}
 	}
-	refused := f.sotw(t, "refused", "keep")
-	waitRefused(t, refused, codes.ResourceExhausted, overload.BudgetKey)
+	waitNewStreamRefused(t, f, "refused")
 	f.cp.Set(t, "keep", "v2", clusters("c1", "c2"))
 	if got := clusterNames(t, keeper.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
 		t.Fatalf("the served stream got %v, want the control plane's update [c1 c2]", got)
