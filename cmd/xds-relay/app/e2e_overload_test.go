@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -209,5 +211,25 @@ func TestE2EOverloadRealBudget(t *testing.T) {
 	again := f.sotw(t, "again", "keep")
 	if got := clusterNames(t, again.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
 		t.Fatalf("a new stream after the shed got %v, want [c1 c2]", got)
+	}
+}
+
+// A budget from the configuration becomes the Go runtime's soft memory
+// limit while the relay runs (GOMEMLIMIT unset), and the limit is put
+// back when it closes.
+func TestOverloadBudgetSetsGoMemoryLimit(t *testing.T) {
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Skip("GOMEMLIMIT is set: the relay takes it as its budget and sets nothing")
+	}
+	r := startRelay(t, "", sampleSource(), budget(64*mib))
+	if got := debug.SetMemoryLimit(-1); got != 64*mib {
+		t.Fatalf("soft memory limit %d while the relay runs, want the budget %d", got, 64*mib)
+	}
+	if st := overloadStatus(t, testContext(t), r); st.BudgetBytes != 64*mib || st.BudgetFrom != overload.FromConfig {
+		t.Fatalf("status %+v, want a 64 MiB budget from config", st)
+	}
+	r.Close()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("soft memory limit %d after Close, want none", got)
 	}
 }
