@@ -94,16 +94,20 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		http.Error(w, grpcMessage(err), code)
 		return
 	}
+	names := req.GetResourceNames()
+	// REST has no stream to remember an explicit subscription on: every
+	// request is a first one, so no names is the legacy wildcard.
+	sub := shard.NewSubscription(names, len(names) == 0)
+	if err := s.refusePoll(s.registry.Classify(req.GetNode()), typeURL, sub); err != nil {
+		http.Error(w, grpcMessage(err), http.StatusTooManyRequests)
+		return
+	}
 	class, err := s.registry.Acquire(req.GetNode())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusTooManyRequests)
 		return
 	}
 	wrapped := slices.Contains(req.GetNode().GetClientFeatures(), FeatureResourceInSotW)
-	names := req.GetResourceNames()
-	// REST has no stream to remember an explicit subscription on: every
-	// request is a first one, so no names is the legacy wildcard.
-	sub := shard.NewSubscription(names, len(names) == 0)
 
 	// The lease is released before the poll's shard is left (it lingers,
 	// as an ended stream's: shard.Class.Leave), so a class used only by

@@ -91,6 +91,9 @@ type Options struct {
 	// poll that would be held past it gets 429; one answered at once is
 	// never refused for it.
 	MaxHeldPolls int
+	// Admission, if set, is asked before the relay takes on a new stream,
+	// subscription or REST poll (see admission.go).
+	Admission Admission
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.
@@ -227,6 +230,10 @@ func (s *Server) register(st downstream, variant string) error {
 	if len(s.streams) >= s.opts.MaxStreams {
 		s.metrics.StreamClosed(variant, ReasonLimit)
 		return status.Errorf(codes.ResourceExhausted, "xds-relay serves its limit of %d streams: try another relay", s.opts.MaxStreams)
+	}
+	if err := s.refuseNew("new stream"); err != nil {
+		s.metrics.StreamClosed(variant, ReasonLimit)
+		return err
 	}
 	s.streams[st] = struct{}{}
 	return nil

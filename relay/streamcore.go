@@ -270,6 +270,9 @@ func (s *stream[S, Req]) unlockAndSwitch(t S, old *shard.Shard, sub shard.Subscr
 	if sub.Empty() {
 		next = nil
 	} else if old == nil || !old.Sub.Equal(sub) {
+		if err := s.srv.refuseGrowth(s.class, t.common().typeURL, old, sub); err != nil {
+			return err
+		}
 		var err error
 		if next, err = subscribe(s.class, t.common().typeURL, sub, s); err != nil {
 			return err

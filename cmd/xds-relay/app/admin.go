@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/xds-relay/xds-relay/overload"
 	"github.com/xds-relay/xds-relay/shard"
 )
 
@@ -81,6 +82,13 @@ func (r *Relay) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/store", func(w http.ResponseWriter, _ *http.Request) {
 		n, b := r.store.Counts()
 		writeJSON(w, map[string]int64{"resources": n, "bytes": b})
+	})
+	mux.HandleFunc("GET /debug/overload", func(w http.ResponseWriter, _ *http.Request) {
+		st, ok := r.overloadStatus()
+		if !ok {
+			st = overload.Status{State: "off", BudgetFrom: overload.FromOff}
+		}
+		writeJSON(w, st)
 	})
 	mux.HandleFunc("GET /debug/drops", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, r.dropCounts())

@@ -30,6 +30,7 @@ func adminIndex(logLevel bool) []adminEndpoint {
 		{"/debug/upstream", "GET", "upstream streams or file source state (JSON)"},
 		{"/debug/drops", "GET", "what the relay did not send, by reason (JSON)"},
 		{"/debug/store", "GET", "distinct resources held for all classes, and their bytes (JSON)"},
+		{"/debug/overload", "GET", "the memory ceiling: budget, marks, heap, state, sheds and refusals (JSON)"},
 	}
 	if logLevel {
 		out = append(out, adminEndpoint{"/debug/logging", "GET, PUT", `log level: PUT {"level":"debug"} or level=debug`})

@@ -33,6 +33,7 @@ type Config struct {
 	TLS         TLSConfig       `yaml:"tls"`
 	Identity    IdentityConfig  `yaml:"identity"`
 	Delta       DeltaConfig     `yaml:"delta"`
+	Overload    OverloadConfig  `yaml:"overload"`
 
 	// AdminTokenFile, if set, holds the bearer token every admin endpoint
 	// but /healthz, /readyz and /metrics requires.
@@ -45,6 +46,21 @@ type DeltaConfig struct {
 	// waits for its endpoints' (route configuration's), which a delta
 	// client holding both is told first; negative never holds a removal.
 	ParentRemovalWait time.Duration `yaml:"parent_removal_wait"`
+}
+
+// OverloadConfig is the relay's memory ceiling (package overload).
+type OverloadConfig struct {
+	// MemoryBudgetBytes is the budget the marks are parts of; 0 takes
+	// GOMEMLIMIT, else the container's (cgroup) memory limit, else none;
+	// negative: no ceiling.
+	MemoryBudgetBytes int `yaml:"memory_budget_bytes"`
+	// ShedRatio: at this part of the budget, lingering classes and shards
+	// are shed, oldest first. RefuseRatio: at this part, new streams and
+	// subscriptions are refused.
+	ShedRatio   float64 `yaml:"shed_ratio"`
+	RefuseRatio float64 `yaml:"refuse_ratio"`
+	// Interval is the time between two readings of the heap.
+	Interval time.Duration `yaml:"interval"`
 }
 
 // TLSConfig is the downstream listener's TLS. Files are reloaded when they
@@ -392,6 +408,7 @@ func (c *Config) validate() error {
 	if (c.Upstream.TLS.CertFile == "") != (c.Upstream.TLS.KeyFile == "") {
 		bad("upstream.tls.key_file", "upstream.tls.cert_file and upstream.tls.key_file go together")
 	}
+	c.validateOverload(bad)
 	if !(c.Tracing.SampleRatio <= 1) { // NaN fails too
 		bad("tracing.sample_ratio", "must be at most 1 (negative: trace nothing), got %v", c.Tracing.SampleRatio)
 	}

@@ -112,6 +112,11 @@ var settings = []setting{
 	{key: "identity.rules"},
 
 	{key: "delta.parent_removal_wait", def: relay.DefaultParentRemovalWait, off: "never hold a removal"},
+
+	{key: "overload.memory_budget_bytes", def: 0, off: "have no memory ceiling", doc: "GOMEMLIMIT, else the container's memory limit, else none"},
+	{key: "overload.shed_ratio", def: 0.8},
+	{key: "overload.refuse_ratio", def: 0.9},
+	{key: "overload.interval", def: time.Second},
 }
 
 // deprecatedKeys are old names still accepted, with the key that replaced

@@ -108,8 +108,11 @@ func fileWarnings(file string, lines keyLineMap) ConfigErrors {
 		if v.Decode(zero.Interface()) != nil || !zero.Elem().IsZero() {
 			continue
 		}
-		ws = append(ws, &ConfigError{File: file, Line: lines.line(s.key), Key: s.key,
-			Msg: fmt.Sprintf("0 takes the default (%v); to %s, as 0 used to, write -1", s.def, s.off)})
+		msg := fmt.Sprintf("0 takes the default (%v); to %s, as 0 used to, write -1", s.def, s.off)
+		if s.doc != "" { // a default computed at run time; 0 never switched the key off
+			msg = fmt.Sprintf("0 takes the default (%s); to %s, write -1", s.doc, s.off)
+		}
+		ws = append(ws, &ConfigError{File: file, Line: lines.line(s.key), Key: s.key, Msg: msg})
 	}
 	slices.SortStableFunc(ws, func(a, b *ConfigError) int { return a.Line - b.Line })
 	return ws

@@ -30,3 +30,9 @@ func StatusPage(r *Relay) http.Handler { return r.statusPage() }
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(r *Relay) { r.tracerProvider = tp }
 }
+
+// WithHeapReader has the memory ceiling read the heap from read instead of
+// the runtime: the tests drive its marks.
+func WithHeapReader(read func() uint64) Option {
+	return func(r *Relay) { r.heapRead = read }
+}

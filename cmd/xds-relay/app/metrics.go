@@ -17,6 +17,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/xds-relay/xds-relay/overload"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
@@ -69,6 +70,7 @@ type gauges struct {
 	drops            func() []drop.Count             // drops by reason (nil: none counted)
 	storeCounts      func() (resources, bytes int64) // the resource store (nil: none)
 	lingers          func() shard.LingerStats        // nil: none counted
+	overload         func() (overload.Status, bool)  // nil or false: no memory ceiling
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -204,6 +206,9 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 			return nil
 		}))
 	keep(e)
+	if g.overload != nil {
+		keep(registerOverloadMetrics(m, g.overload))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

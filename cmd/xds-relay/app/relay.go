@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
+	"github.com/xds-relay/xds-relay/overload"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
@@ -61,6 +62,8 @@ type Relay struct {
 	tel      *telemetry         // metrics, served on /metrics
 	drops    *drop.Counters     // what the relay did not send, by reason (upstream and downstream)
 	store    *store.Store       // the resources of every class, once per content
+	overload *overload.Monitor  // the memory ceiling; nil when there is none
+	heapRead func() uint64      // the monitor's heap reading (nil: the live heap); tests set it
 	// tracerProvider traces upstream responses and fan-outs.
 	tracerProvider trace.TracerProvider
 	cancel         context.CancelFunc // stops the file source and cuts a drain short

@@ -102,6 +102,7 @@ func (r *Relay) startTelemetry(st *starting) error {
 		classesAndShards: func() (int, int) { return r.registry.Counts() },
 		storeCounts:      r.store.Counts,
 		lingers:          func() shard.LingerStats { return r.registry.Lingers() },
+		overload:         r.overloadStatus,
 		upstreamUp: func() map[string]bool {
 			if r.upstream == nil {
 				return nil
@@ -229,6 +230,11 @@ func (r *Relay) buildServers(st *starting) error {
 	r.registry.ObserveFanout(r.tel.Fanout)
 	r.registry.SetClassLimits(classLimits(cfg))
 	r.registry.SetStore(r.store) // identical resources of all classes held once
+	r.overload = r.startOverload()
+	var admission relay.Admission
+	if r.overload != nil {
+		admission = r.overload
+	}
 	r.server = relay.NewServer(r.registry, log.Named("downstream"), relay.Options{
 		MaxTypesPerStream: cfg.Limits.MaxTypesPerStream,
 		MaxResourceNames:  cfg.Limits.MaxResourceNames,
@@ -241,6 +247,7 @@ func (r *Relay) buildServers(st *starting) error {
 		AuthorizeType:     secretsGate(cfg.TLS.AllowSecretsWithoutClientCert),
 		Metrics:           r.tel,
 		Drops:             r.drops,
+		Admission:         admission,
 
 		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
 		MaxTypeURLBytes:      cfg.Limits.MaxTypeURLBytes,
@@ -365,6 +372,9 @@ func (r *Relay) serve() {
 				log.Error("REST server stopped", zap.Error(err))
 			}
 		})
+	}
+	if r.overload != nil {
+		r.goServe(func() { r.overload.Run(ctx) })
 	}
 	r.goServe(func() {
 		if err := r.adminSrv.Serve(r.adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {

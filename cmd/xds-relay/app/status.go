@@ -110,6 +110,9 @@ type statusView struct {
 
 	Drops      []dropCount // every reason, zeros included
 	DropsTotal uint64
+
+	// The memory ceiling's state (empty: none), badge, budget and heap.
+	Memory, MemoryBadge, MemoryBudget, MemoryHeap string
 }
 
 type upstreamRow struct {
@@ -375,6 +378,7 @@ func (r *Relay) statusView(now time.Time) statusView {
 	default:
 		v.Health, v.HealthText = "ok", "healthy"
 	}
+	r.memoryCard(&v)
 	return v
 }
 

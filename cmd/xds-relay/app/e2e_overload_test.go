@@ -1,0 +1,235 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc/codes"
+
+	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+	"github.com/xds-relay/xds-relay/overload"
+)
+
+// overloadStatus reads /debug/overload.
+func overloadStatus(t *testing.T, ctx context.Context, r *app.Relay) overload.Status {
+	t.Helper()
+	var st overload.Status
+	getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/overload", &st)
+	return st
+}
+
+// waitOverload waits until a sample taken after the call finds the state
+// want, and returns the status.
+func waitOverload(t *testing.T, ctx context.Context, r *app.Relay, want overload.State) overload.Status {
+	t.Helper()
+	after := overloadStatus(t, ctx, r).Samples
+	var st overload.Status
+	eventually(t, ctx, "memory state "+want.String(), func() bool {
+		st = overloadStatus(t, ctx, r)
+		return st.Samples > after && st.State == want.String()
+	})
+	return st
+}
+
+const mib = 1 << 20
+
+// budget configures a memory ceiling of bytes, sampled every 10ms.
+func budget(bytes int) relayOption {
+	return withConfig(func(c *app.Config) {
+		c.Overload.MemoryBudgetBytes = bytes
+		c.Overload.Interval = 10 * time.Millisecond
+	})
+}
+
+// The memory ceiling against go-control-plane, the heap reading driven by
+// the test: past the soft mark the class whose clients all left and the
+// shard of an ended stream are shed, oldest first, while a new stream is
+// still served; past the refuse mark a new stream is refused with
+// RESOURCE_EXHAUSTED naming overload.memory_budget_bytes while the stream
+// already served gets the control plane's update; below the marks a new
+// stream is served again.
+func TestE2EOverloadShedsRefusesAdmits(t *testing.T) {
+	var heap atomic.Uint64
+	f := startFixture(t, "keep", clusters("c1"), budget(1000*mib), withApp(app.WithHeapReader(heap.Load)))
+	f.cp.Set(t, "gone", "v1", clusters("g1"))
+	ctx, r := f.ctx, f.relay
+
+	keeper := f.sotw(t, "keeper", "keep")
+	keeper.Next(10 * time.Second)
+	ended := dialADS(t, ctx, r.Addr(), "ended", "keep")
+	ended.Subscribe(resource.ClusterType, "c1") // a shard of its own
+	ended.Next(10 * time.Second)
+	leaver := f.sotw(t, "leaver", "gone")
+	leaver.Next(10 * time.Second)
+	leaver.Close() // the class "gone" lingers, idle
+	ended.Close()  // its shard lingers in "keep" (and so does the shard of "gone")
+	eventually(t, ctx, "a lingering class and shard", func() bool {
+		_, lingering := debugShard(t, r, "keep", resource.ClusterType, []string{"c1"})
+		return lingering && len(r.Registry().Classes()) == 2 && r.Registry().Lookup("gone") != nil &&
+			r.Registry().Lingers().Lingering == 2 && classIdle(t, ctx, r, "gone")
+	})
+
+	heap.Store(850 * mib) // past the soft mark (800 MiB): shed, still admitting
+	st := waitOverload(t, ctx, r, overload.Shedding)
+	if st.ShedClasses != 1 || st.ShedShards != 1 {
+		t.Fatalf("shed %d classes and %d shards, want the idle class and the ended stream's shard", st.ShedClasses, st.ShedShards)
+	}
+	if r.Registry().Lookup("gone") != nil || r.Registry().Lingers().Lingering != 0 {
+		t.Fatal("the idle class or the lingering shard is still held")
+	}
+	if _, held := debugShard(t, r, "keep", resource.ClusterType, nil); !held {
+		t.Fatal("the keeper's shard was shed")
+	}
+	admitted := f.sotw(t, "admitted", "keep")
+	admitted.Next(10 * time.Second)
+
+	heap.Store(950 * mib) // past the refuse mark (900 MiB)
+	waitOverload(t, ctx, r, overload.Refusing)
+	waitNewStreamRefused(t, f, "refused")
+	f.cp.Set(t, "keep", "v2", clusters("c1", "c2"))
+	if got := clusterNames(t, keeper.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
+		t.Fatalf("the served stream got %v, want the control plane's update [c1 c2]", got)
+	}
+	if v, ok := scrape(t, ctx, r, "xds_relay_overload_state"); !ok || v != 2 {
+		t.Fatalf("xds_relay_overload_state = %v (%v), want 2", v, ok)
+	}
+	if v, ok := scrape(t, ctx, r, "xds_relay_overload_refusals_total"); !ok || v < 1 {
+		t.Fatalf("xds_relay_overload_refusals_total = %v (%v), want at least 1", v, ok)
+	}
+	if page, _ := get(t, ctx, "http://"+r.AdminAddr()+"/"); !strings.Contains(string(page), `id="memory"><div class="n">refusing`) {
+		t.Fatal("the status page does not show the memory ceiling refusing")
+	}
+
+	heap.Store(100 * mib)
+	waitOverload(t, ctx, r, overload.Normal)
+	again := f.sotw(t, "again", "keep")
+	if got := clusterNames(t, again.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
+		t.Fatalf("a new stream below the marks got %v, want [c1 c2]", got)
+	}
+}
+
+// waitNewStreamRefused opens a stream of class keep and waits for it to
+// be refused naming the budget's key. The relay refuses it before reading
+// it: the send may find it closed already (io.EOF).
+func waitNewStreamRefused(t *testing.T, f *fixture, id string) {
+	t.Helper()
+	c := dialADS(t, f.ctx, f.relay.Addr(), id, "keep")
+	if err := c.SendSotW(resource.ClusterType, nil); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("%s: %v", id, err)
+	}
+	waitRefused(t, c, codes.ResourceExhausted, overload.BudgetKey)
+}
+
+// classIdle reports whether /debug/classes shows class with no
+// subscription.
+func classIdle(t *testing.T, ctx context.Context, r *app.Relay, class string) bool {
+	t.Helper()
+	var classes []struct {
+		Name    string `json:"name"`
+		Streams int    `json:"subscriptions"`
+	}
+	getJSON(t, ctx, "http://"+r.AdminAddr()+"/debug/classes", &classes)
+	for _, c := range classes {
+		if c.Name == class {
+			return c.Streams == 0
+		}
+	}
+	return false
+}
+
+// liveHeap is the live heap after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	return overload.LiveHeap()
+}
+
+// The memory ceiling with a real budget and the real heap: SotW streams of
+// tens of thousands of names each (every one its own class) push the
+// relay's heap past a budget set a little above the heap before them; a
+// new stream is then refused naming the key while a served stream gets
+// the control plane's update. Once the big streams end, their lingering
+// classes are shed and a new stream is served.
+func TestE2EOverloadRealBudget(t *testing.T) {
+	const gap = 24 << 20 // the refuse mark's distance above the heap at the start
+	base := liveHeap()
+	limit := int((base + gap) * 10 / 9) // refuse mark 0.9: base + gap
+	f := startFixture(t, "keep", clusters("c1"), budget(limit))
+	ctx, r := f.ctx, f.relay
+	keeper := f.sotw(t, "keeper", "keep")
+	keeper.Next(10 * time.Second)
+
+	var big []*adsClient
+	for i := 0; ; i++ {
+		if i == 40 {
+			t.Fatalf("40 streams of 60000 names did not take the heap (%d) past the refuse mark of a %d-byte budget", overload.LiveHeap(), limit)
+		}
+		class := fmt.Sprintf("big-%d", i)
+		c := dialADS(t, ctx, r.Addr(), class, class)
+		if err := c.SendSotW(resource.EndpointType, edsNames(class, 60000)); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		eventually(t, ctx, "the big stream's shard, or its refusal", func() bool {
+			return c.Err() != nil || r.Registry().Lookup(class) != nil && !classIdle(t, ctx, r, class)
+		})
+		if c.Err() != nil { // a sample of the GC's own found the heap past the mark already
+			waitRefused(t, c, codes.ResourceExhausted, overload.BudgetKey)
+			break
+		}
+		big = append(big, c)
+		after := overloadStatus(t, ctx, r).Samples
+		runtime.GC()
+		var st overload.Status
+		eventually(t, ctx, "a sample after the GC", func() bool { st = overloadStatus(t, ctx, r); return st.Samples > after+1 })
+		if st.State == overload.Refusing.String() {
+			t.Logf("refusing after %d streams: heap %d, refuse mark %d (base %d)", i+1, st.HeapBytes, st.RefuseBytes, base)
+			break
+		}
+	}
+	waitNewStreamRefused(t, f, "refused")
+	f.cp.Set(t, "keep", "v2", clusters("c1", "c2"))
+	if got := clusterNames(t, keeper.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
+		t.Fatalf("the served stream got %v, want the control plane's update [c1 c2]", got)
+	}
+
+	for _, c := range big {
+		c.Close()
+	}
+	st := waitOverload(t, ctx, r, overload.Normal)
+	if st.ShedClasses < int64(len(big)) {
+		t.Fatalf("shed %d classes, want the %d big ones", st.ShedClasses, len(big))
+	}
+	again := f.sotw(t, "again", "keep")
+	if got := clusterNames(t, again.Next(10*time.Second)); strings.Join(got, ",") != "c1,c2" {
+		t.Fatalf("a new stream after the shed got %v, want [c1 c2]", got)
+	}
+}
+
+// A budget from the configuration becomes the Go runtime's soft memory
+// limit while the relay runs (GOMEMLIMIT unset), and the limit is put
+// back when it closes.
+func TestOverloadBudgetSetsGoMemoryLimit(t *testing.T) {
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Skip("GOMEMLIMIT is set: the relay takes it as its budget and sets nothing")
+	}
+	r := startRelay(t, "", sampleSource(), budget(64*mib))
+	if got := debug.SetMemoryLimit(-1); got != 64*mib {
+		t.Fatalf("soft memory limit %d while the relay runs, want the budget %d", got, 64*mib)
+	}
+	if st := overloadStatus(t, testContext(t), r); st.BudgetBytes != 64*mib || st.BudgetFrom != overload.FromConfig {
+		t.Fatalf("status %+v, want a 64 MiB budget from config", st)
+	}
+	r.Close()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("soft memory limit %d after Close, want none", got)
+	}
+}
