@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/xds-relay/xds-relay/overload"
+	"github.com/xds-relay/xds-relay/relay/overload"
 )
 
 // gatedHarness is a harness whose server asks a memory monitor with a

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/xds-relay/xds-relay/overload"
+	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/shard"
 )
 

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
-	"github.com/xds-relay/xds-relay/overload"
+	"github.com/xds-relay/xds-relay/relay/overload"
 )
 
 // overloadStatus reads /debug/overload.

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/xds-relay/xds-relay/overload"
+	"github.com/xds-relay/xds-relay/relay/overload"
 )
 
 // registerOverloadMetrics registers the memory ceiling's series, read from

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
-	"github.com/xds-relay/xds-relay/overload"
+	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
