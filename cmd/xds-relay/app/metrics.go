@@ -17,9 +17,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/upstream"
 )

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc"
 
 	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
-	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/relay"
 	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/store"
 	"github.com/xds-relay/xds-relay/upstream"
