@@ -30,3 +30,9 @@ func StatusPage(r *Relay) http.Handler { return r.statusPage() }
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(r *Relay) { r.tracerProvider = tp }
 }
+
+// WithFDLimit makes the relay read n as its file descriptor limit
+// (RLIMIT_NOFILE), the base of server.max_connections' default.
+func WithFDLimit(n uint64) Option {
+	return func(r *Relay) { r.fdLimit = func() (uint64, error) { return n, nil } }
+}

@@ -67,6 +67,7 @@ type gauges struct {
 	drops            func() []drop.Count             // drops by reason (nil: none counted)
 	storeCounts      func() (resources, bytes int64) // the resource store (nil: none)
 	lingers          func() shard.LingerStats        // nil: none counted
+	peers            func() relay.PeerStats          // connections and per-peer refusals (nil: none)
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -193,6 +194,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 			return nil
 		}))
 	keep(e)
+	keep(t.registerPeerMetrics(m, g.peers))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

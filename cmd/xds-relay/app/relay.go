@@ -61,6 +61,11 @@ type Relay struct {
 	tel      *telemetry         // metrics, served on /metrics
 	drops    *drop.Counters     // what the relay did not send, by reason (upstream and downstream)
 	store    *store.Store       // the resources of every class, once per content
+	peers    *relay.Peers       // each peer's share of the limits
+	gate     *relay.ConnGate    // the xDS and REST listeners' connection cap
+	// fdLimit reads the process's file descriptor limit (RLIMIT_NOFILE),
+	// the base of server.max_connections' default.
+	fdLimit func() (uint64, error)
 	// tracerProvider traces upstream responses and fan-outs.
 	tracerProvider trace.TracerProvider
 	cancel         context.CancelFunc // stops the file source and cuts a drain short
