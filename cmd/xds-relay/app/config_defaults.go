@@ -86,8 +86,8 @@ var settings = []setting{
 	{key: "limits.max_connections_per_peer", def: 0, off: "no per-peer share", doc: "a tenth of `server.max_connections`"},
 	{key: "limits.new_classes_per_peer", def: 0, off: "no per-peer share", doc: "a tenth of `limits.max_classes`"},
 	{key: "limits.new_classes_window", def: 5 * time.Minute},
-	{key: "limits.streams_per_peer_per_second", def: 2.0, off: "no per-peer rate"},
-	{key: "limits.streams_per_peer_burst", def: 200},
+	{key: "limits.streams_per_peer_per_second", def: 1.0, off: "no per-peer rate"},
+	{key: "limits.streams_per_peer_burst", def: 500},
 	{key: "limits.max_peers", def: 65536, off: "no cap on the peer table"},
 
 	{key: "server.max_header_list_bytes", def: 64 << 10},
