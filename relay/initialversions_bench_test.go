@@ -26,17 +26,8 @@ import (
 // endpoints, is answered, and ends. go test -bench DeltaReconnect
 // -cpuprofile shows where a turn's time goes.
 func BenchmarkDeltaReconnectInitialVersions(b *testing.B) {
-	const n = 60000
 	srv, class, node := fuzzServer(false, false)
-	rs := make([]*shard.Resource, n)
-	names := make([]string, n)
-	initial := make(map[string]string, n)
-	for i := range rs {
-		names[i] = "cluster-" + strconv.Itoa(i)
-		rs[i] = resource(b, EndpointType, names[i], 1)
-		initial[names[i]] = "stale-" + strconv.Itoa(i)
-	}
-	class.Apply(EndpointType, rs, true)
+	names, initial := reconnectState(b, class)
 	wire, err := proto.Marshal(&deltaRequest{Node: node, TypeUrl: EndpointType, ResourceNamesSubscribe: names, InitialResourceVersions: initial})
 	if err != nil {
 		b.Fatal(err)
@@ -87,7 +78,6 @@ func BenchmarkReconnectLoopCPU(b *testing.B) {
 }
 
 func benchReconnectLoop(b *testing.B, limits PeerLimits) {
-	const n = 60000
 	classifier, err := shard.NewClassifier(nil)
 	if err != nil {
 		b.Fatal(err)
@@ -100,15 +90,7 @@ func benchReconnectLoop(b *testing.B, limits PeerLimits) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	names := make([]string, n)
-	rs := make([]*shard.Resource, n)
-	initial := make(map[string]string, n)
-	for i := range rs {
-		names[i] = "cluster-" + strconv.Itoa(i)
-		rs[i] = resource(b, EndpointType, names[i], 1)
-		initial[names[i]] = "stale-" + strconv.Itoa(i)
-	}
-	class.Apply(EndpointType, rs, true)
+	names, initial := reconnectState(b, class)
 	g := grpc.NewServer(ServerOptions()...)
 	srv.Register(g)
 	gate := NewConnGate(0, peers, zap.NewNop(), clientlog.NewGate(1, 64))
@@ -151,4 +133,20 @@ func benchReconnectLoop(b *testing.B, limits PeerLimits) {
 	refused := peers.Stats().Refused[3]
 	b.ReportMetric(float64(refused)/float64(b.N), "refused/op")
 	eventually(b, "streams released", func() bool { return srv.StreamCount() == 0 })
+}
+
+// reconnectState gives class the loop's 60,000 endpoints and returns their
+// names and the stale versions the loop declares for them.
+func reconnectState(b *testing.B, class *shard.Class) ([]string, map[string]string) {
+	const n = 60000
+	names := make([]string, n)
+	rs := make([]*shard.Resource, n)
+	initial := make(map[string]string, n)
+	for i := range rs {
+		names[i] = "cluster-" + strconv.Itoa(i)
+		rs[i] = resource(b, EndpointType, names[i], 1)
+		initial[names[i]] = "stale-" + strconv.Itoa(i)
+	}
+	class.Apply(EndpointType, rs, true)
+	return names, initial
 }

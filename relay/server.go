@@ -227,12 +227,13 @@ func (s *Server) register(st downstream, variant string, addr net.Addr) error {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.streams) >= s.opts.MaxStreams { // others registered meanwhile
-		done()
+		s.mu.Unlock()
+		done() // Peers.mu is never taken under mu
 		return refused(full())
 	}
 	s.streams[st] = done
+	s.mu.Unlock()
 	return nil
 }
 
