@@ -18,7 +18,7 @@ type RelayChildConfig struct {
 	Bin           string // xds-relay binary
 	Upstream      string // control plane address
 	UpstreamDelta bool   // --upstream-protocol delta
-	ConfigFile    string // --config (empty: none)
+	ConfigFile    string // --config (empty: none), with oneHostLimits off
 	Stderr        io.Writer
 	Timeout       time.Duration // to become ready
 }
@@ -28,6 +28,7 @@ type RelayChildConfig struct {
 type RelayChild struct {
 	Addr, Admin string
 	proc        *childProc
+	config      string // the --config file written for it (oneHostConfig)
 }
 
 // StartRelayChild starts the relay on free loopback ports and waits until
@@ -48,14 +49,17 @@ func StartRelayChild(ctx context.Context, cfg RelayChildConfig) (*RelayChild, er
 	if cfg.UpstreamDelta {
 		args = append(args, "--upstream-protocol", "delta")
 	}
-	if cfg.ConfigFile != "" {
-		args = append(args, "--config", cfg.ConfigFile)
-	}
-	proc, err := startProc(cfg.Bin, args, nil, nil, cfg.Stderr)
+	config, err := oneHostConfig(cfg.ConfigFile)
 	if err != nil {
 		return nil, err
 	}
-	r := &RelayChild{Addr: addr, Admin: admin, proc: proc}
+	args = append(args, "--config", config)
+	proc, err := startProc(cfg.Bin, args, nil, nil, cfg.Stderr)
+	if err != nil {
+		_ = os.Remove(config)
+		return nil, err
+	}
+	r := &RelayChild{Addr: addr, Admin: admin, proc: proc, config: config}
 	deadline := time.Now().Add(cfg.Timeout)
 	for {
 		resp, err := http.Get("http://" + admin + "/readyz")
@@ -122,6 +126,7 @@ next:
 // Stop interrupts the relay and waits for it: a second interrupt after 2 s
 // skips the rest of its drain, a kill after 10 s more.
 func (r *RelayChild) Stop() {
+	defer os.Remove(r.config)
 	for _, wait := range []time.Duration{2 * time.Second, 10 * time.Second} {
 		_ = r.proc.cmd.Process.Signal(os.Interrupt)
 		select {

@@ -135,6 +135,17 @@ func (d *deltaTypeSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest)
 	if first && len(sub) == 0 && len(unsub) == 0 {
 		d.wildcard = true // legacy wildcard: the first request names nothing
 	}
+	if first {
+		// Sized once for the names the request brings (bounded by
+		// limits.max_resource_names): a reconnecting client's tens of
+		// thousands of names would otherwise regrow both maps step by step.
+		if len(d.names) == 0 && len(sub) > 0 {
+			d.names = make(map[string]struct{}, len(sub))
+		}
+		if n := len(sub) + len(req.GetInitialResourceVersions()); d.over == nil && n > 0 {
+			d.over = make(map[string]override, n)
+		}
+	}
 	for _, n := range sub {
 		if n == shard.Wildcard {
 			if !d.wildcard {

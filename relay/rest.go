@@ -102,6 +102,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		http.Error(w, grpcMessage(err), http.StatusTooManyRequests)
 		return
 	}
+	if err := s.newClass(restPeerContext(r), req.GetNode()); err != nil {
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	}
 	class, err := s.registry.Acquire(req.GetNode())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusTooManyRequests)

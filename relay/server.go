@@ -5,6 +5,7 @@ import (
 	"context"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/relay/clientlog"
@@ -94,6 +96,10 @@ type Options struct {
 	// Admission, if set, is asked before the relay takes on a new stream,
 	// subscription or REST poll (see admission.go).
 	Admission Admission
+	// Peers, if set, accounts each peer's share of streams, stream starts
+	// and class creations (see PeerLimits); share it with the ConnGate of
+	// the listeners. nil: no per-peer limits.
+	Peers *Peers
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.
@@ -164,8 +170,10 @@ type Server struct {
 	conns sync.Map
 	held  heldPolls // REST polls held now, within Options.MaxHeldPolls
 
-	mu      sync.Mutex
-	streams map[downstream]struct{} // guarded by mu
+	mu sync.Mutex
+	// streams: the open streams, each with what returns its peer's share
+	// (see Options.Peers). Guarded by mu.
+	streams map[downstream]func()
 }
 
 // downstream is a client stream of any variant, as the server tracks it.
@@ -185,7 +193,7 @@ func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server 
 		metrics:  opts.Metrics,
 		drops:    opts.Drops,
 		clog:     opts.ClientLog,
-		streams:  map[downstream]struct{}{},
+		streams:  map[downstream]func(){},
 	}
 	s.held.max = int64(max(opts.MaxHeldPolls, -1))
 	return s
@@ -222,21 +230,52 @@ func unknownMethod(_ any, stream grpc.ServerStream) error {
 	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 }
 
-// register tracks a stream for status while it is served, within
-// MaxStreams; forget ends that.
-func (s *Server) register(st downstream, variant string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.streams) >= s.opts.MaxStreams {
-		s.metrics.StreamClosed(variant, ReasonLimit)
-		return status.Errorf(codes.ResourceExhausted, "xds-relay serves its limit of %d streams: try another relay", s.opts.MaxStreams)
-	}
-	if err := s.refuseNew("new stream"); err != nil {
+// register tracks a stream from peer addr for status while it is served,
+// within MaxStreams and the peer's share (Options.Peers); forget ends that.
+func (s *Server) register(st downstream, variant string, addr net.Addr) error {
+	refused := func(err error) error {
 		s.metrics.StreamClosed(variant, ReasonLimit)
 		return err
 	}
-	s.streams[st] = struct{}{}
+	full := func() error {
+		return status.Errorf(codes.ResourceExhausted, "xds-relay serves its limit of %d streams: try another relay", s.opts.MaxStreams)
+	}
+	if s.StreamCount() >= s.opts.MaxStreams {
+		return refused(full()) // before the peer's rate is charged
+	}
+	if err := s.refuseNew("new stream"); err != nil {
+		return refused(err)
+	}
+	done := func() {}
+	if s.opts.Peers != nil {
+		var err error
+		if done, err = s.opts.Peers.openStream(addr); err != nil {
+			return refused(err)
+		}
+	}
+	s.mu.Lock()
+	if len(s.streams) >= s.opts.MaxStreams { // others registered meanwhile
+		s.mu.Unlock()
+		done() // Peers.mu is never taken under mu
+		return refused(full())
+	}
+	s.streams[st] = done
+	s.mu.Unlock()
 	return nil
+}
+
+// newClass charges the creation of a class to the peer of ctx, unless the
+// node's class exists (a race with another creation charges both: the
+// share errs on the side of the other peers).
+func (s *Server) newClass(ctx context.Context, node *corev3.Node) error {
+	if s.opts.Peers == nil || s.registry.Has(s.registry.Classify(node)) {
+		return nil
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	return s.opts.Peers.newClass(p.Addr)
 }
 
 // logStreamEnd logs why a stream ended: at info when the relay ended it for
@@ -266,8 +305,12 @@ func (s *Server) logStreamEnd(logger func() *zap.Logger, err error, reason strin
 
 func (s *Server) forget(st downstream) {
 	s.mu.Lock()
+	done := s.streams[st]
 	delete(s.streams, st)
 	s.mu.Unlock()
+	if done != nil {
+		done()
+	}
 }
 
 func (s *Server) logNACK(logger func() *zap.Logger, typeURL, version, msg string) {

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/xds-relay/xds-relay/relay/drop"
@@ -189,7 +191,11 @@ func (s *stream[S, Req]) serve() error {
 	if s.ender == nil {
 		return errNoEnder
 	}
-	if err := s.srv.register(s.proto, s.variant); err != nil {
+	var addr net.Addr
+	if p, ok := peer.FromContext(s.ctx); ok {
+		addr = p.Addr
+	}
+	if err := s.srv.register(s.proto, s.variant, addr); err != nil {
 		return err
 	}
 	s.writes = true

@@ -75,6 +75,9 @@ func (s *stream[S, Req]) classify(node *corev3.Node) error {
 			return err
 		}
 	}
+	if err := s.srv.newClass(s.ctx, node); err != nil {
+		return err
+	}
 	class, err := s.srv.registry.Acquire(node) // released by release
 	if err != nil {
 		return status.Error(codes.ResourceExhausted, err.Error())

@@ -132,6 +132,15 @@ func NewRegistryWith(c *Classifier, start func(*Class) func(typeURL string), lif
 // Classify returns the node's class name without creating the class.
 func (r *Registry) Classify(node *corev3.Node) string { return r.classifier.Classify(node) }
 
+// Has reports whether the class named name exists (lingering or in use):
+// an Acquire of its nodes would not create one.
+func (r *Registry) Has(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.classes[name]
+	return ok
+}
+
 // Acquire returns the node's class with a lease on it, creating the class on
 // the node's first visit (or the first after it was dropped). The caller
 // must Release it once, before it unsubscribes its shards (so that a class

@@ -89,6 +89,10 @@ func relayConfig(listenUpstream string, delta bool, id string, askWildcard bool,
 	// removal order of docs/architecture.md); kept well inside a quiet
 	// point's wait, even held once on each relay of a chain.
 	cfg.Delta.ParentRemovalWait = 500 * time.Millisecond
+	// Every client dials from 127.0.0.1, one peer to the relay: no
+	// per-peer share or stream rate (-1: off).
+	cfg.Limits.MaxStreamsPerPeer, cfg.Limits.MaxConnectionsPerPeer, cfg.Limits.NewClassesPerPeer = -1, -1, -1
+	cfg.Limits.StreamsPerPeerPerSecond = -1
 	return cfg
 }
 

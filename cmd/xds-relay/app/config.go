@@ -112,6 +112,12 @@ type ServerConfig struct {
 	// bodies (inflated within limits.max_message_bytes and the REST body
 	// limit); otherwise they are refused (gRPC UNIMPLEMENTED, REST 415).
 	AllowCompressedRequests bool `yaml:"allow_compressed_requests"`
+	// MaxConnections caps the connections of the xDS and REST listeners
+	// together (relay.ConnGate); 0: the fd limit less ReservedFDs, which
+	// stay for the admin port, the upstream connections and the files;
+	// negative: no cap.
+	MaxConnections int `yaml:"max_connections"`
+	ReservedFDs    int `yaml:"reserved_fds"`
 }
 
 // DrainConfig is how the relay hands its clients to its peers.
@@ -270,6 +276,18 @@ type LimitsConfig struct {
 	// MaxClasses bounds the node classes (each has an upstream stream); a
 	// client that would create one more is refused with RESOURCE_EXHAUSTED.
 	MaxClasses int `yaml:"max_classes"`
+	// Each peer's share of the limits (relay.PeerLimits): 0 takes a tenth
+	// of the global limit, negative switches the share off.
+	MaxStreamsPerPeer     int           `yaml:"max_streams_per_peer"`
+	MaxConnectionsPerPeer int           `yaml:"max_connections_per_peer"`
+	NewClassesPerPeer     int           `yaml:"new_classes_per_peer"`
+	NewClassesWindow      time.Duration `yaml:"new_classes_window"`
+	// StreamsPerPeerPerSecond and StreamsPerPeerBurst rate-limit each
+	// peer's new streams (negative rate: none).
+	StreamsPerPeerPerSecond float64 `yaml:"streams_per_peer_per_second"`
+	StreamsPerPeerBurst     int     `yaml:"streams_per_peer_burst"`
+	// MaxPeers bounds the per-peer table (negative: no cap).
+	MaxPeers int `yaml:"max_peers"`
 }
 
 // ConfigError is a configuration problem at a key (dotted path) and line.
@@ -381,6 +399,9 @@ func (c *Config) validate() error {
 	}
 	if math.IsNaN(c.Limits.RequestsPerSecond) || math.IsInf(c.Limits.RequestsPerSecond, 1) {
 		bad("limits.requests_per_second", "must be a positive number, got %v", c.Limits.RequestsPerSecond)
+	}
+	if x := c.Limits.StreamsPerPeerPerSecond; math.IsNaN(x) || math.IsInf(x, 0) {
+		bad("limits.streams_per_peer_per_second", "must be a number (negative: no per-peer rate), got %v", x)
 	}
 	if n := c.Server.MaxHeaderListBytes; 0 < n && n < 1024 {
 		bad("server.max_header_list_bytes", "must be at least 1024 (a gRPC request's headers), got %d", n)

@@ -82,6 +82,13 @@ var settings = []setting{
 	{key: "limits.max_class_types", def: 64},
 	{key: "limits.max_upstream_request_bytes", def: 3 << 20},
 	{key: "limits.max_classes", def: 10000},
+	{key: "limits.max_streams_per_peer", def: 0, off: "no per-peer share", doc: "a tenth of `limits.max_streams`"},
+	{key: "limits.max_connections_per_peer", def: 0, off: "no per-peer share", doc: "a tenth of `server.max_connections`"},
+	{key: "limits.new_classes_per_peer", def: 0, off: "no per-peer share", doc: "a tenth of `limits.max_classes`"},
+	{key: "limits.new_classes_window", def: 5 * time.Minute},
+	{key: "limits.streams_per_peer_per_second", def: 1.0, off: "no per-peer rate"},
+	{key: "limits.streams_per_peer_burst", def: 500},
+	{key: "limits.max_peers", def: 65536, off: "no cap on the peer table"},
 
 	{key: "server.max_header_list_bytes", def: 64 << 10},
 	{key: "server.connection_timeout", def: 10 * time.Second},
@@ -90,6 +97,8 @@ var settings = []setting{
 	{key: "server.keepalive_min_time", def: 15 * time.Second},
 	{key: "server.max_connection_idle", def: 5 * time.Minute},
 	{key: "server.allow_compressed_requests", def: false},
+	{key: "server.max_connections", def: 0, off: "no cap", doc: "the fd limit (`RLIMIT_NOFILE`) less `server.reserved_fds`"},
+	{key: "server.reserved_fds", def: 256},
 
 	{key: "drain.period", def: 30 * time.Second, off: "end every stream at once"},
 	{key: "drain.max_connection_age", def: 30 * time.Minute, off: "never close a connection for its age"},

@@ -218,6 +218,7 @@ func TestE2EMaxClasses(t *testing.T) {
 	}
 	r := startRelay(t, m.Addr, relayAs("relay-max"), withConfig(func(c *app.Config) {
 		c.Limits.MaxClasses = 2
+		c.Limits.NewClassesPerPeer = -1 // every client is 127.0.0.1: the global limit is under test
 		c.NodeClasses.Linger = time.Hour
 	}))
 	one := dialADS(t, ctx, r.Addr(), "n1", "one")
@@ -420,6 +421,7 @@ func TestE2ERESTClassLifecycle(t *testing.T) {
 	r := startRelay(t, m.Addr, relayAs("relay-rest"), withConfig(func(c *app.Config) {
 		c.REST.Listen = "127.0.0.1:0"
 		c.Limits.MaxClasses = 1
+		c.Limits.NewClassesPerPeer = -1 // every client is 127.0.0.1: the global limit is under test
 		c.NodeClasses.Linger = time.Hour
 	}))
 	poll := func(cluster string) (int, string) {

@@ -36,3 +36,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 func WithHeapReader(read func() uint64) Option {
 	return func(r *Relay) { r.heapRead = read }
 }
+
+// WithFDLimit makes the relay read n as its file descriptor limit
+// (RLIMIT_NOFILE), the base of server.max_connections' default.
+func WithFDLimit(n uint64) Option {
+	return func(r *Relay) { r.fdLimit = func() (uint64, error) { return n, nil } }
+}

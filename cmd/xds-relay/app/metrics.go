@@ -71,6 +71,7 @@ type gauges struct {
 	storeCounts      func() (resources, bytes int64) // the resource store (nil: none)
 	lingers          func() shard.LingerStats        // nil: none counted
 	overload         func() (overload.Status, bool)  // nil or false: no memory ceiling
+	peers            func() relay.PeerStats          // connections and per-peer refusals (nil: none)
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -209,6 +210,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 	if g.overload != nil {
 		keep(registerOverloadMetrics(m, g.overload))
 	}
+	keep(t.registerPeerMetrics(m, g.peers))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -64,6 +64,11 @@ type Relay struct {
 	store    *store.Store       // the resources of every class, once per content
 	overload *overload.Monitor  // the memory ceiling; nil when there is none
 	heapRead func() uint64      // the monitor's heap reading (nil: the live heap); tests set it
+	peers    *relay.Peers       // each peer's share of the limits
+	gate     *relay.ConnGate    // the xDS and REST listeners' connection cap
+	// fdLimit reads the process's file descriptor limit (RLIMIT_NOFILE),
+	// the base of server.max_connections' default.
+	fdLimit func() (uint64, error)
 	// tracerProvider traces upstream responses and fan-outs.
 	tracerProvider trace.TracerProvider
 	cancel         context.CancelFunc // stops the file source and cuts a drain short

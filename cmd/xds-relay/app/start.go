@@ -103,6 +103,12 @@ func (r *Relay) startTelemetry(st *starting) error {
 		storeCounts:      r.store.Counts,
 		lingers:          func() shard.LingerStats { return r.registry.Lingers() },
 		overload:         r.overloadStatus,
+		peers: func() relay.PeerStats {
+			if r.peers == nil {
+				return relay.PeerStats{}
+			}
+			return r.peers.Stats()
+		},
 		upstreamUp: func() map[string]bool {
 			if r.upstream == nil {
 				return nil
@@ -206,6 +212,9 @@ func (r *Relay) buildServers(st *starting) error {
 	}
 	// One gate for every log line a client triggers, here and downstream.
 	clientLog := clientlog.NewGate(cfg.Log.ClientLinesPerSecond, cfg.Log.MaxFieldBytes)
+	if err := r.buildPeers(clientLog); err != nil {
+		return err
+	}
 	src := st.src
 	r.registry = shard.NewRegistryWith(classifier, func(c *shard.Class) func(string) {
 		if ok, dropped := clientLog.Allow(); ok {
@@ -248,6 +257,7 @@ func (r *Relay) buildServers(st *starting) error {
 		Metrics:           r.tel,
 		Drops:             r.drops,
 		Admission:         admission,
+		Peers:             r.peers,
 
 		FirstRequestTimeout:  cfg.Limits.FirstRequestTimeout,
 		MaxTypeURLBytes:      cfg.Limits.MaxTypeURLBytes,
@@ -368,7 +378,7 @@ func (r *Relay) serve() {
 			if r.restSrv.TLSConfig != nil {
 				serve = func(l net.Listener) error { return r.restSrv.ServeTLS(l, "", "") }
 			}
-			if err := serve(r.restLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(r.gate.Listener(r.restLis)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("REST server stopped", zap.Error(err))
 			}
 		})
@@ -382,7 +392,7 @@ func (r *Relay) serve() {
 		}
 	})
 	r.goServe(func() {
-		if err := r.grpcSrv.Serve(r.server.TrackConnections(r.lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := r.grpcSrv.Serve(r.server.TrackConnections(r.gate.Listener(r.lis))); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			log.Error("xDS server stopped", zap.Error(err))
 		}
 	})

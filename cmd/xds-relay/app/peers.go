@@ -1,0 +1,84 @@
+package app
+
+import (
+	"fmt"
+	"syscall"
+
+	"github.com/xds-relay/xds-relay/relay"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
+)
+
+// unlimitedFDs is an fd limit past which the relay sets no connection cap of
+// its own (RLIM_INFINITY reads as the largest uint64).
+const unlimitedFDs = 1 << 30
+
+// rlimitNoFile is the process's soft file descriptor limit (the Go runtime
+// raises it to the hard limit at start).
+func rlimitNoFile() (uint64, error) {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0, err
+	}
+	return l.Cur, nil
+}
+
+// maxConnections is server.max_connections as the gate applies it (0: no
+// cap): as set, or the fd limit nofile less server.reserved_fds.
+func maxConnections(c ServerConfig, nofile uint64) (int, error) {
+	switch {
+	case c.MaxConnections < 0:
+		return 0, nil
+	case c.MaxConnections > 0:
+		return c.MaxConnections, nil
+	case nofile >= unlimitedFDs:
+		return 0, nil
+	case nofile <= uint64(c.ReservedFDs):
+		return 0, fmt.Errorf("server.reserved_fds: %d reserved leave no connections under the fd limit (RLIMIT_NOFILE) of %d: raise the limit (ulimit -n) or set server.max_connections", c.ReservedFDs, nofile)
+	}
+	return int(nofile) - c.ReservedFDs, nil
+}
+
+// peerShare is a per-peer key as relay.PeerLimits takes it: as set, a tenth
+// of the global limit (at least 1) when 0, none (0) when negative or when
+// the global limit is none.
+func peerShare(v, global int) int {
+	switch {
+	case v < 0:
+		return 0
+	case v > 0:
+		return v
+	case global <= 0:
+		return 0
+	}
+	return max(global/10, 1)
+}
+
+// buildPeers makes the per-peer table and the connection gate of the xDS
+// and REST listeners.
+func (r *Relay) buildPeers(clientLog *clientlog.Gate) error {
+	cfg := r.cfg
+	limit := r.fdLimit
+	if limit == nil {
+		limit = rlimitNoFile
+	}
+	nofile, err := limit()
+	if err != nil {
+		return fmt.Errorf("server.max_connections: reading the fd limit: %w", err)
+	}
+	maxConns, err := maxConnections(cfg.Server, nofile)
+	if err != nil {
+		return err
+	}
+	l := cfg.Limits
+	r.peers = relay.NewPeers(relay.PeerLimits{
+		MaxStreams:       peerShare(l.MaxStreamsPerPeer, l.MaxStreams),
+		MaxConnections:   peerShare(l.MaxConnectionsPerPeer, maxConns),
+		NewClasses:       peerShare(l.NewClassesPerPeer, l.MaxClasses),
+		NewClassesWindow: l.NewClassesWindow,
+		StreamsPerSecond: offIfNegative(l.StreamsPerPeerPerSecond),
+		StreamBurst:      l.StreamsPerPeerBurst,
+		MaxPeers:         offIfNegative(l.MaxPeers),
+	})
+	r.gate = relay.NewConnGate(maxConns, r.peers, r.log.Named("downstream"), clientLog)
+	return nil
+}
