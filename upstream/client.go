@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 )
@@ -67,6 +68,11 @@ type Config struct {
 	// Drops counts the upstream answers the relay does not pass on or
 	// answer at once, by reason (nil: not counted).
 	Drops *drop.Counters
+	// LogGate gates the warnings the control plane's messages cause (a
+	// NACK, an unsolicited push, a failed stream) and cuts the upstream's
+	// values in the log and in Status (upstreamlog.go). Nil: a gate of
+	// DefaultUpstreamLinesPerSecond and DefaultUpstreamFieldBytes.
+	LogGate *clientlog.Gate
 	// Tracer traces each upstream response (default: no tracing); the span's
 	// context goes with the update, so its fan-out can be traced under it.
 	Tracer trace.Tracer
@@ -141,6 +147,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.ConnWindow <= 0 {
 		cfg.ConnWindow = DefaultConnWindow
 	}
+	if cfg.LogGate == nil {
+		cfg.LogGate = clientlog.NewGate(DefaultUpstreamLinesPerSecond, DefaultUpstreamFieldBytes)
+	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -201,6 +210,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		resync:  c.cfg.Resync,
 		metrics: c.cfg.Metrics,
 		drops:   c.cfg.Drops,
+		gate:    c.cfg.LogGate,
 		tracer:  c.cfg.Tracer,
 		status:  ClassStreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
 	}

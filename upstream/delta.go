@@ -9,10 +9,7 @@ import (
 	"time"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"go.uber.org/zap"
-	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
@@ -322,15 +319,8 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		if !errors.As(err, &rej) {
 			return false, err
 		}
-		ds.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.SystemVersionInfo), zap.String("reason", rej.Reason))
-		ds.metrics.Response(ds.class.Name, resp.TypeURL, false)
-		ds.drops.Add(drop.UpstreamRejected)
-		ds.setStatus(func(st *ClassStreamStatus) {
-			st.NACKs++
-			st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.SystemVersionInfo, rej.Reason)
-		})
-		return false, ds.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resp.TypeURL, ResponseNonce: resp.Nonce,
-			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}})
+		detail := ds.rejected(resp.TypeURL, resp.SystemVersionInfo, rej, true)
+		return false, ds.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resp.TypeURL, ResponseNonce: resp.Nonce, ErrorDetail: detail})
 	}
 	heartbeatOnly := len(resources) == 0 && len(resp.Removed) == 0 && len(beats) > 0
 	kind := shard.UpdateIncremental
@@ -363,7 +353,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
 	ds.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
-		st.Versions[resp.TypeURL] = resp.SystemVersionInfo
+		st.Versions[resp.TypeURL] = ds.cut(resp.SystemVersionInfo)
 	})
 	return true, ds.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resp.TypeURL, ResponseNonce: resp.Nonce})
 }

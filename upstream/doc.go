@@ -15,6 +15,11 @@
 // reason in a *drop.Counters (Config.Drops): a rejected response, one for a
 // type not subscribed to, a repeat in a storm, a deferred reply superseded.
 //
-// It never imports package relay (only its leaf relay/drop); it knows
-// classes through package shard.
+// What the control plane's messages make it log, NACK and report (a
+// resource's name, a version, a reason) is cut to bounded lengths, and the
+// warnings they cause are rate-limited with a count of those suppressed
+// (upstreamlog.go, Config.LogGate).
+//
+// It never imports package relay (only its leaves relay/drop and
+// relay/clientlog); it knows classes through package shard.
 package upstream

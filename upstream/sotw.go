@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/relay/drop"
@@ -261,7 +260,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	ss.metrics.Response(ss.class.Name, resp.TypeURL, true)
 	ss.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
-		st.Versions[resp.TypeURL] = resp.VersionInfo
+		st.Versions[resp.TypeURL] = ss.cut(resp.VersionInfo)
 	})
 	if delay, storm := ss.repeated(ts, resp, heartbeatOnly); storm {
 		ss.deferReply(ts, nil, delay)
@@ -279,23 +278,17 @@ func (ss *sotwSession) nack(resp *wire.RawResponse, ts *sotwTypeState, cause err
 	if !errors.As(cause, &rej) {
 		return cause
 	}
-	ss.metrics.Response(ss.class.Name, resp.TypeURL, false)
-	ss.drops.Add(drop.UpstreamRejected)
-	ss.setStatus(func(st *ClassStreamStatus) {
-		st.NACKs++
-		st.LastNACK = fmt.Sprintf("%s %s: %s", resp.TypeURL, resp.VersionInfo, rej.Reason)
-	})
-	detail := &status.Status{Code: int32(codes.InvalidArgument), Message: rej.Reason}
-	if resp.VersionInfo != "" && resp.VersionInfo == ts.rejected {
+	resent := resp.VersionInfo != "" && resp.VersionInfo == ts.rejected
+	detail := ss.rejected(resp.TypeURL, resp.VersionInfo, rej, !resent)
+	if resent {
 		delay := ss.bo.Delay(ts.repeats)
 		ts.repeats++
-		ss.log.Debug("upstream re-sent a rejected version; delaying the NACK", zap.String("type_url", resp.TypeURL),
-			zap.String("version", resp.VersionInfo), zap.Int("repeats", ts.repeats), zap.Duration("delay", delay))
+		ss.log.Debug("upstream re-sent a rejected version; delaying the NACK", ss.field("type_url", resp.TypeURL),
+			ss.field("version", resp.VersionInfo), zap.Int("repeats", ts.repeats), zap.Duration("delay", delay))
 		ss.deferReply(ts, detail, delay)
 		return nil
 	}
 	ts.rejected, ts.repeats = resp.VersionInfo, 0
-	ss.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.VersionInfo), zap.String("reason", rej.Reason))
 	return ss.send(resp.TypeURL, ts, ss.class.Interest(resp.TypeURL), resp.Nonce, detail)
 }
 

@@ -48,7 +48,7 @@ func (ss *sotwSession) repeated(ts *sotwTypeState, resp *wire.RawResponse, heart
 	if now := time.Now(); now.Sub(ts.warnedAt) >= stormWarnEvery {
 		ts.warnedAt = now
 		ss.log.Warn("upstream answers every ACK with the response it just sent; delaying the ACKs",
-			zap.String("type_url", resp.TypeURL), zap.String("version", resp.VersionInfo),
+			ss.field("type_url", resp.TypeURL), ss.field("version", resp.VersionInfo),
 			zap.Int("resources", len(resp.Resources)), zap.Int("repeats", ts.same), zap.Duration("delay", delay))
 	}
 	return delay, true

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/dedup"
+	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
@@ -155,7 +156,8 @@ type classStream struct {
 	askWild bool          // ask every type as the wildcard (Config.AskWildcard)
 	resync  time.Duration // Config.Resync: a stream's mean life (0: unbounded)
 	metrics Metrics
-	drops   *drop.Counters // nil-safe
+	drops   *drop.Counters  // nil-safe
+	gate    *clientlog.Gate // upstream-caused warnings and values (upstreamlog.go)
 	tracer  trace.Tracer
 
 	// Owned by the run goroutine (and the session it runs).
@@ -272,14 +274,14 @@ func (s *classStream) run(ctx context.Context) {
 		}
 		delay := s.bo.Delay(failures)
 		if failures%10 == 0 {
-			s.log.Warn("upstream stream failed; retrying", zap.Error(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
+			s.warn("upstream stream failed; retrying", s.errField(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
 		} else {
-			s.log.Debug("upstream stream failed; retrying", zap.Error(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
+			s.log.Debug("upstream stream failed; retrying", s.errField(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
 		}
 		failures++
 		s.metrics.Reconnecting(s.class.Name)
 		s.setStatus(func(st *ClassStreamStatus) {
-			st.State, st.LastError = StateBackoff, err.Error()
+			st.State, st.LastError = StateBackoff, s.cut(err.Error())
 			st.Reconnects++
 		})
 		if !sleepCtx(ctx, delay) {
@@ -425,7 +427,7 @@ func (s *classStream) traceResponse(typeURL, version string, resources int) (ctx
 	ctx, span := s.tracer.Start(context.Background(), "xds-relay.upstream.response", trace.WithAttributes(
 		attribute.String("xds.class", s.class.Name),
 		attribute.String("xds.type_url", typeURL),
-		attribute.String("xds.version", version),
+		attribute.String("xds.version", s.cut(version)),
 		attribute.Int("xds.resources", resources),
 	))
 	return ctx, func(rejected error) {
@@ -440,6 +442,6 @@ func (s *classStream) traceResponse(typeURL, version string, resources int) (ctx
 // not subscribed to: any request for the type, even a NACK, would
 // subscribe to it.
 func (s *classStream) dropUnsubscribed(typeURL string) {
-	s.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", typeURL))
+	s.warn("dropped upstream response for a type not subscribed to", s.field("type_url", typeURL))
 	s.drops.Add(drop.UpstreamUnsubscribed)
 }

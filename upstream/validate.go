@@ -22,8 +22,10 @@ type RejectError struct{ Reason string }
 
 func (e *RejectError) Error() string { return e.Reason }
 
+// reject is a RejectError of format, its upstream values cut (cutArgs):
+// format is the relay's own text, never the upstream's.
 func reject(format string, args ...any) error {
-	return &RejectError{Reason: fmt.Sprintf(format, args...)}
+	return &RejectError{Reason: fmt.Sprintf(format, cutArgs(args)...)}
 }
 
 // validator checks upstream resources. A resource whose content the

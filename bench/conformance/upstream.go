@@ -117,6 +117,15 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string, resync time.Duration)
 		if err := u.writeAnchor(); err != nil {
 			return nil, err
 		}
+		// Schedules delete a type's last resource as they like; the file
+		// source refuses a removal that empties a type unless a file
+		// declares it empty (filesource.ErrTypesEmptied): each is declared.
+		for _, t := range shortTypes {
+			decl := fmt.Sprintf(`{"type_url":%q,"resources":[]}`, xdstest.Long(t))
+			if err := os.WriteFile(filepath.Join(u.dir, "empty-"+t+".json"), []byte(decl), 0o644); err != nil {
+				return nil, err
+			}
+		}
 		cfg := relayConfig("", false, "relay-file", false, resync)
 		cfg.Source.Dir = u.dir
 		if err := u.startRelay(cfg, log.Named("relay")); err != nil {

@@ -3,7 +3,9 @@
 // it holds (its node id, a type URL, a NACK message of megabytes): a Gate
 // lets such lines through at a bounded rate, counting those it drops, and
 // cuts each client-supplied field to a bounded length, noting the original
-// length. It owns no logger: callers log through their own.
+// length. A control plane is such a peer too: package upstream passes the
+// lines its messages cause through a Gate of their own. It owns no logger:
+// callers log through their own.
 package clientlog
 
 import (

@@ -9,7 +9,9 @@
 // into node classes with shard.Class.Apply, replacing what they had. It has
 // the same Attach/Close shape as upstream.Client, so the relay uses either. A
 // load that fails (bad file, unknown type, duplicate name) is logged and
-// reported by Status; the last good state stays in place.
+// reported by Status; the last good state stays in place. So does it when a
+// load has no resource at all (ErrNoResources), or none of a type the
+// served state has and no file declares empty (ErrTypesEmptied).
 //
 // It owns the directory watch (Run, one goroutine owned by the caller) but no
 // network I/O, streams or shards: those are packages relay and shard.

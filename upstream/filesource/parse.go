@@ -25,9 +25,10 @@ import (
 // than serving nothing.
 var errEmpty = errors.New("file is empty: it must hold a DiscoveryResponse (`resources: []` for none)")
 
-// parseFile decodes a file's DiscoveryResponse and returns its resources and,
-// for YAML, the line of each.
-func parseFile(path string, data []byte) ([]*anypb.Any, []int, error) {
+// parseFile decodes a file's DiscoveryResponse and returns its resources,
+// for YAML the line of each, and the canonical type URL of its type_url
+// ("" when it has none).
+func parseFile(path string, data []byte) ([]*anypb.Any, []int, string, error) {
 	var (
 		resp  *discoveryv3.DiscoveryResponse
 		lines []int
@@ -39,19 +40,21 @@ func parseFile(path string, data []byte) ([]*anypb.Any, []int, error) {
 		resp, lines, err = parseYAML(data)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, "", fmt.Errorf("%s: %w", path, err)
 	}
 	if len(lines) != len(resp.Resources) {
 		lines = nil
 	}
+	declared := ""
 	if want := typeName(resp.TypeUrl); want != "" {
+		declared = typePrefix + want
 		for i, a := range resp.Resources {
 			if typeName(a.TypeUrl) != want {
-				return nil, nil, fmt.Errorf("%s: %s: type %q does not match the file's type_url %q", path, where(i, lines), a.TypeUrl, resp.TypeUrl)
+				return nil, nil, "", fmt.Errorf("%s: %s: type %q does not match the file's type_url %q", path, where(i, lines), a.TypeUrl, resp.TypeUrl)
 			}
 		}
 	}
-	return resp.Resources, lines, nil
+	return resp.Resources, lines, declared, nil
 }
 
 func parseJSON(data []byte) (*discoveryv3.DiscoveryResponse, error) {

@@ -81,6 +81,7 @@ type Source struct {
 	// Guarded by mu.
 	mu      sync.Mutex
 	state   map[string]*typeState // by type URL, every type ever loaded
+	from    map[string][]string   // the served state's snapshot.from
 	classes []*shard.Class
 	closed  bool
 
@@ -111,6 +112,11 @@ func newTypeState(typeURL string, resources []*shard.Resource) *typeState {
 type snapshot struct {
 	files []string              // base names, sorted
 	types map[string]*typeState // by type URL
+	// from lists the files holding each type's resources, by type URL.
+	from map[string][]string
+	// empty holds the type URLs a file declares (type_url) with no
+	// resources: meant to be empty (see checkKeepsTypes).
+	empty map[string]bool
 }
 
 // New loads dir once. The error of a failed load names the file at fault
@@ -282,6 +288,7 @@ func (s *Source) install(snap *snapshot, at time.Time) {
 			typeURLs = append(typeURLs, typeURL)
 		}
 	}
+	s.from = snap.from
 	counts := make(map[string]int, len(typeURLs))
 	for _, typeURL := range applyOrder(typeURLs) {
 		next := snap.types[typeURL]
@@ -367,7 +374,7 @@ func load(fsys fs.FS, dir string) (*snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filesource: %s: %w", dir, err)
 	}
-	snap := &snapshot{files: []string{}, types: map[string]*typeState{}}
+	snap := &snapshot{files: []string{}, types: map[string]*typeState{}, from: map[string][]string{}, empty: map[string]bool{}}
 	type origin struct{ file, where string }
 	seen := map[string]map[string]origin{} // type URL -> name -> where defined
 	byType := map[string][]*shard.Resource{}
@@ -393,9 +400,12 @@ func load(fsys fs.FS, dir string) (*snapshot, error) {
 		} else if err != nil {
 			return nil, fmt.Errorf("filesource: %w", err)
 		}
-		resources, lines, err := parseFile(path, data)
+		resources, lines, declared, err := parseFile(path, data)
 		if err != nil {
 			return nil, err
+		}
+		if declared != "" && len(resources) == 0 {
+			snap.empty[declared] = true
 		}
 		for i, a := range resources {
 			where := where(i, lines)
@@ -414,6 +424,9 @@ func load(fsys fs.FS, dir string) (*snapshot, error) {
 			}
 			names[r.Name] = origin{path, where}
 			byType[typeURL] = append(byType[typeURL], r)
+			if from := snap.from[typeURL]; len(from) == 0 || from[len(from)-1] != e.Name() {
+				snap.from[typeURL] = append(from, e.Name())
+			}
 		}
 		snap.files = append(snap.files, e.Name())
 	}

@@ -148,11 +148,15 @@ func (s *Source) setWatching(on bool) {
 }
 
 // reload loads the directory and installs the result, or keeps the last good
-// state when the load fails or finds no resource (ErrNoResources).
+// state when the load fails, finds no resource (ErrNoResources) or would
+// empty a type by removal (ErrTypesEmptied).
 func (s *Source) reload() {
 	snap, err := load(s.fsys, s.dir)
 	if err == nil {
 		err = snap.checkNotEmpty(s.dir)
+	}
+	if err == nil {
+		err = s.checkKeepsTypes(snap)
 	}
 	now := time.Now()
 	if err != nil {

@@ -157,7 +157,8 @@ func TestWatch(t *testing.T) {
 		{"duplicate keeps the last good state", write("broken.yaml", clusterYAML("a")), map[string]int{clusterType: 3, listenerType: 2}, `duplicate Cluster "a"`},
 		{"fixed", write("broken.yaml", clusterYAML("d")), map[string]int{clusterType: 4, listenerType: 2}, ""},
 		{"atomic replace", replace("clusters.yaml", clusterYAML("a")), map[string]int{clusterType: 2, listenerType: 2}, ""},
-		{"removed file deletes its resources", remove("listeners.yaml"), map[string]int{clusterType: 2, listenerType: 0}, ""},
+		{"removed file emptying its type keeps the last good state", remove("listeners.yaml"), map[string]int{clusterType: 2, listenerType: 2}, "2 Listener (listeners.yaml)"},
+		{"type declared empty deletes its resources", write("no-listeners.yaml", emptyListenersYAML), map[string]int{clusterType: 2, listenerType: 0}, ""},
 		{"ignored file", write("notes.txt", "resources: ["), map[string]int{clusterType: 2, listenerType: 0}, ""},
 	}
 	for _, step := range steps {
@@ -177,10 +178,10 @@ func TestWatch(t *testing.T) {
 		}
 	}
 	st := s.Status()
-	if want := []string{"broken.yaml", "clusters.yaml"}; !slices.Equal(st.Files, want) {
+	if want := []string{"broken.yaml", "clusters.yaml", "no-listeners.yaml"}; !slices.Equal(st.Files, want) {
 		t.Errorf("files = %v, want %v", st.Files, want)
 	}
-	if st.Failures < 2 || !st.FailedAt.IsZero() {
+	if st.Failures < 3 || !st.FailedAt.IsZero() {
 		t.Errorf("status = %+v", st)
 	}
 
@@ -341,8 +342,8 @@ func TestEmptiedDirKeepsState(t *testing.T) {
 		expectRefused(t, s, class, before, step.name, "no resources", good)
 	}
 
-	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("c")})
-	want := map[string]int{clusterType: 1, listenerType: 0}
+	writeFiles(t, dir, map[string]string{"clusters.yaml": clusterYAML("c"), "listeners.yaml": listenerYAML("l2")})
+	want := map[string]int{clusterType: 1, listenerType: 1}
 	eventually(t, 5*time.Second, func() bool {
 		return maps.Equal(counts(class), want) && s.Status().LastError == ""
 	}, "a load with resources: class %v, want %v; last error %q", counts(class), want, s.Status().LastError)

@@ -232,9 +232,12 @@ type LogConfig struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
 	// ClientLinesPerSecond bounds the log lines clients trigger (NACKs, new
-	// classes, ended streams); MaxFieldBytes cuts each client-supplied field.
-	ClientLinesPerSecond int `yaml:"client_lines_per_second"`
-	MaxFieldBytes        int `yaml:"max_field_bytes"`
+	// classes, ended streams), UpstreamLinesPerSecond the warnings the
+	// control plane's messages cause (NACKs, unsolicited pushes, failed
+	// streams); MaxFieldBytes cuts each client- or upstream-supplied field.
+	ClientLinesPerSecond   int `yaml:"client_lines_per_second"`
+	UpstreamLinesPerSecond int `yaml:"upstream_lines_per_second"`
+	MaxFieldBytes          int `yaml:"max_field_bytes"`
 }
 
 // LimitsConfig bounds what one client may ask for.

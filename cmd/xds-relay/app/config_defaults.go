@@ -60,6 +60,7 @@ var settings = []setting{
 	{key: "log.level", def: "info"},
 	{key: "log.format", def: "console"},
 	{key: "log.client_lines_per_second", def: 20},
+	{key: "log.upstream_lines_per_second", def: upstream.DefaultUpstreamLinesPerSecond},
 	{key: "log.max_field_bytes", def: 1024},
 
 	{key: "limits.max_types_per_stream", def: 64},

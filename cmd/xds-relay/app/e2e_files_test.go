@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -60,15 +61,23 @@ func TestE2EEmbeddedDefaultServesSample(t *testing.T) {
 	}
 }
 
-// TestE2EEmptiedSourceDirKeepsState: `rm` of every file of the source
-// directory is refused: the client keeps its clusters (nothing is pushed),
-// the relay stays ready and says on /readyz, the status page and
-// /debug/upstream that the source is stale, until files with resources come
-// back.
-func TestE2EEmptiedSourceDirKeepsState(t *testing.T) {
-	ctx := testContext(t)
+// sampleFiles are the sample directory's files.
+var sampleFiles = []string{"clusters.yaml", "endpoints.yaml", "listeners.yaml", "routes.yaml"}
+
+// staleSource is a relay serving a copy of the sample directory, with a
+// client (client-1) holding its clusters, once the source watches the
+// directory and has reloaded it (the second load, New's being the first):
+// what the test does to the files next is not seen half done.
+type staleSource struct {
+	dir, base string
+	r         *app.Relay
+	c         *adsClient
+}
+
+func startStaleSource(t *testing.T, ctx context.Context) *staleSource {
+	t.Helper()
 	dir := t.TempDir()
-	for _, f := range []string{"clusters.yaml", "endpoints.yaml", "listeners.yaml", "routes.yaml"} {
+	for _, f := range sampleFiles {
 		b, err := os.ReadFile(filepath.Join(sampleDir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -78,17 +87,12 @@ func TestE2EEmptiedSourceDirKeepsState(t *testing.T) {
 		}
 	}
 	r := startRelay(t, "", sourceDir(dir))
-	base := "http://" + r.AdminAddr()
-
-	c := dialADS(t, ctx, r.Addr(), "client-1", "class-a")
-	c.Subscribe(resource.ClusterType)
-	first := c.Next(10 * time.Second)
-	if names := clusterNames(t, first); len(names) != 1 || names[0] != "echo-cluster" {
+	ss := &staleSource{dir: dir, base: "http://" + r.AdminAddr(), r: r}
+	ss.c = dialADS(t, ctx, r.Addr(), "client-1", "class-a")
+	ss.c.Subscribe(resource.ClusterType)
+	if names := clusterNames(t, ss.c.Next(10*time.Second)); len(names) != 1 || names[0] != "echo-cluster" {
 		t.Fatalf("clusters %v, want [echo-cluster]", names)
 	}
-
-	// The source's first reload, once it watches the directory (the second
-	// load, New's being the first), must not see the files half removed.
 	eventually(t, ctx, "the source to watch its directory and reload it", func() bool {
 		var st struct {
 			Source struct {
@@ -96,24 +100,37 @@ func TestE2EEmptiedSourceDirKeepsState(t *testing.T) {
 				Loads    uint64 `json:"loads"`
 			} `json:"source"`
 		}
-		getJSON(t, ctx, base+"/debug/upstream", &st)
+		getJSON(t, ctx, ss.base+"/debug/upstream", &st)
 		return st.Source.Watching && st.Source.Loads >= 2
 	})
-	for _, f := range []string{"clusters.yaml", "endpoints.yaml", "listeners.yaml", "routes.yaml"} {
-		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+	return ss
+}
+
+// remove removes files of the source directory.
+func (ss *staleSource) remove(t *testing.T, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		if err := os.Remove(filepath.Join(ss.dir, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// expectStale checks that the relay stays ready and says on /readyz, the
+// status page and /debug/upstream that the source is stale for why, and
+// that a new client of the class still gets the last good cluster.
+func (ss *staleSource) expectStale(t *testing.T, ctx context.Context, why string) {
+	t.Helper()
 	var readyBody []byte
 	eventually(t, ctx, "/readyz to report the stale source", func() bool {
 		var code int
-		readyBody, code = get(t, ctx, base+"/readyz")
+		readyBody, code = get(t, ctx, ss.base+"/readyz")
 		return code == http.StatusOK && strings.Contains(string(readyBody), "file source stale")
 	})
-	if !strings.Contains(string(readyBody), "no resources") {
-		t.Errorf("/readyz body %q should say why the source is stale", readyBody)
+	if !strings.Contains(string(readyBody), why) {
+		t.Errorf("/readyz body %q should say why the source is stale (%q)", readyBody, why)
 	}
-	if page, code := get(t, ctx, base+"/"); code != http.StatusOK || !strings.Contains(string(page), "stale: last load failed") {
+	if page, code := get(t, ctx, ss.base+"/"); code != http.StatusOK || !strings.Contains(string(page), "stale: last load failed") {
 		t.Errorf("status page (%d) does not show the stale source", code)
 	}
 	var up struct {
@@ -122,34 +139,75 @@ func TestE2EEmptiedSourceDirKeepsState(t *testing.T) {
 			Resources map[string]int `json:"resources"`
 		} `json:"source"`
 	}
-	getJSON(t, ctx, base+"/debug/upstream", &up)
-	if !strings.Contains(up.Source.LastError, "no resources") || up.Source.Resources[resource.ClusterType] != 1 {
+	getJSON(t, ctx, ss.base+"/debug/upstream", &up)
+	if !strings.Contains(up.Source.LastError, why) || up.Source.Resources[resource.ClusterType] != 1 {
 		t.Errorf("/debug/upstream source = %+v, want the refusal and the last good 1 cluster", up.Source)
 	}
-	// The class still holds the last good cluster: a new client gets it.
-	c2 := dialADS(t, ctx, r.Addr(), "client-2", "class-a")
+	c2 := dialADS(t, ctx, ss.r.Addr(), "client-2", "class-a")
 	c2.Subscribe(resource.ClusterType)
 	if names := clusterNames(t, c2.Next(10*time.Second)); len(names) != 1 || names[0] != "echo-cluster" {
 		t.Fatalf("new client during the stale state got clusters %v, want the last good [echo-cluster]", names)
 	}
+}
 
-	// Files with resources come back: loaded, pushed, no longer stale. The
-	// first client's next response is this one: the refused state pushed
-	// nothing.
-	b, err := os.ReadFile("../../../deploy/sample-config/clusters.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte(strings.ReplaceAll(string(b), "echo-cluster", "new-cluster")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if names := clusterNames(t, c.Next(10*time.Second)); len(names) != 1 || names[0] != "new-cluster" {
-		t.Fatalf("after the files came back the client got %v, want [new-cluster] (and nothing before it)", names)
-	}
+// expectFresh waits for /readyz to stop reporting a stale source.
+func (ss *staleSource) expectFresh(t *testing.T, ctx context.Context) {
+	t.Helper()
 	eventually(t, ctx, "/readyz to stop reporting the stale source", func() bool {
-		body, code := get(t, ctx, base+"/readyz")
+		body, code := get(t, ctx, ss.base+"/readyz")
 		return code == http.StatusOK && string(body) == "ok\n"
 	})
+}
+
+// TestE2EEmptiedSourceDirKeepsState: `rm` of every file of the source
+// directory is refused: the client keeps its clusters (nothing is pushed),
+// the relay stays ready and says on /readyz, the status page and
+// /debug/upstream that the source is stale, until files with resources come
+// back.
+func TestE2EEmptiedSourceDirKeepsState(t *testing.T) {
+	ctx := testContext(t)
+	ss := startStaleSource(t, ctx)
+	ss.remove(t, sampleFiles...)
+	ss.expectStale(t, ctx, "no resources")
+
+	// Files with resources come back (every type: a load without one is
+	// refused too): loaded, pushed, no longer stale. The first client's
+	// next response is this one: the refused state pushed nothing.
+	for _, f := range sampleFiles {
+		b, err := os.ReadFile(filepath.Join(sampleDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ss.dir, f), []byte(strings.ReplaceAll(string(b), "echo-cluster", "new-cluster")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names := clusterNames(t, ss.c.Next(10*time.Second)); len(names) != 1 || names[0] != "new-cluster" {
+		t.Fatalf("after the files came back the client got %v, want [new-cluster] (and nothing before it)", names)
+	}
+	ss.expectFresh(t, ctx)
+}
+
+// TestE2EEmptiedSourceTypeKeepsState (issue 22, S9): clusters.yaml and
+// listeners.yaml removed, the other files kept, is refused like an emptied
+// directory: nothing is pushed, the source is reported stale naming the
+// types lost, until files declare the types empty on purpose; then the
+// client is sent no clusters.
+func TestE2EEmptiedSourceTypeKeepsState(t *testing.T) {
+	ctx := testContext(t)
+	ss := startStaleSource(t, ctx)
+	ss.remove(t, "clusters.yaml", "listeners.yaml")
+	ss.expectStale(t, ctx, "1 Cluster (clusters.yaml), 1 Listener (listeners.yaml)")
+
+	for name, typeURL := range map[string]string{"no-clusters.yaml": resource.ClusterType, "no-listeners.yaml": resource.ListenerType} {
+		if err := os.WriteFile(filepath.Join(ss.dir, name), []byte("type_url: "+typeURL+"\nresources: []\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names := clusterNames(t, ss.c.Next(10*time.Second)); len(names) != 0 {
+		t.Fatalf("after the types were declared empty the client got clusters %v, want none (and nothing before)", names)
+	}
+	ss.expectFresh(t, ctx)
 }
 
 // TestE2EAdminConventions checks what an operator expects of any admin

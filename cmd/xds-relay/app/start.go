@@ -164,6 +164,7 @@ func (r *Relay) startSource(st *starting) error {
 			AskWildcard:  cfg.Upstream.Ask == "wildcard",
 			Metrics:      r.tel,
 			Drops:        r.drops,
+			LogGate:      clientlog.NewGate(cfg.Log.UpstreamLinesPerSecond, cfg.Log.MaxFieldBytes),
 			Tracer:       st.tracer,
 			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
 			StreamWindow: int32(cfg.Upstream.StreamWindow),
