@@ -34,6 +34,7 @@ type sotwTypeState struct {
 	accepted    bool // lastVersion and lastDigest are set
 	pureACK     bool // the last request sent was an ACK that changed nothing
 	same        int
+	afterBeat   bool // the last accepted response was heartbeats only
 	warnedAt    time.Time
 
 	// The wait for an answer to the stream's first named request of the
@@ -295,6 +296,7 @@ func (ss *sotwSession) nack(resp *wire.RawResponse, ts *sotwTypeState, cause err
 		return nil
 	}
 	ts.rejected, ts.repeats = resp.VersionInfo, 0
+	ts.afterBeat = false // what answers this NACK echoes no heartbeat
 	ss.log.Warn("rejected upstream response", zap.String("type_url", resp.TypeURL), zap.String("version", resp.VersionInfo), zap.String("reason", rej.Reason))
 	return ss.send(resp.TypeURL, ts, ss.class.Interest(resp.TypeURL), resp.Nonce, detail)
 }
