@@ -49,7 +49,7 @@ func (s *sotwStream) collectLocked(e queued[*sotwTypeSub]) (wire.Stamped, drop.R
 		t.heartbeats++
 		return s.stampLocked(e.hb.SotWBody(), &t.typeSubBase), 0
 	}
-	if !t.force && e.resp.Version == t.sentVersion && !(t.claimed && e.resp.UpstreamVersioned) {
+	if !t.force && e.resp.Version == t.sentVersion && !(t.claimed && e.resp.UpstreamVersioned) && !t.awaitedIn(e.resp) {
 		// The client holds it. (A version the client only claimed is
 		// trusted if it is a content hash: an upstream's version_info
 		// may name other content on another relay's upstream stream.)
@@ -66,6 +66,7 @@ func (s *sotwStream) collectLocked(e queued[*sotwTypeSub]) (wire.Stamped, drop.R
 	}
 	m := s.stampLocked(body, &t.typeSubBase)
 	t.sentVersion, t.force, t.claimed = e.resp.Version, false, false
+	t.received(e.resp)
 	t.pushes++
 	return m, 0
 }

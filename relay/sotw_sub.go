@@ -30,6 +30,11 @@ type sotwTypeSub struct {
 	// only where versions are content hashes.
 	claimed      bool
 	ackedVersion string
+	// awaited: names subscribed that the shard lacked when the subscription
+	// last changed, while its versions are the upstream's. Such a name may
+	// arrive at the version the client holds, and is sent even so (see
+	// sotw_awaited.go). Nil when none; at most the subscription's names.
+	awaited []string
 }
 
 func newSotWTypeSub(typeURL string) *sotwTypeSub {
@@ -53,6 +58,7 @@ func newSotWTypeSub(typeURL string) *sotwTypeSub {
 func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion string) {
 	cur := t.shard.Current()
 	sub := t.shard.Sub
+	t.awaitMissing(cur, sub)
 	switch {
 	case first:
 		if sub.Wildcard && len(sub.Names) == 0 && shard.FullState(t.typeURL) && clientVersion != "" {
