@@ -30,11 +30,10 @@ type sotwTypeSub struct {
 	// only where versions are content hashes.
 	claimed      bool
 	ackedVersion string
-	// awaited: names subscribed that the shard lacked when the subscription
-	// last changed, while its versions are the upstream's. Such a name may
-	// arrive at the version the client holds, and is sent even so (see
-	// sotw_awaited.go). Nil when none; at most the subscription's names.
-	awaited []string
+	// sentSum is the Sum of the response sent (or known held) at
+	// sentVersion: an upstream's version may stay while the content
+	// changes (a name newly asked for is answered at the type's version).
+	sentSum uint64
 }
 
 func newSotWTypeSub(typeURL string) *sotwTypeSub {
@@ -58,7 +57,6 @@ func newSotWTypeSub(typeURL string) *sotwTypeSub {
 func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion string) {
 	cur := t.shard.Current()
 	sub := t.shard.Sub
-	t.awaitMissing(cur, sub)
 	switch {
 	case first:
 		if sub.Wildcard && len(sub.Names) == 0 && shard.FullState(t.typeURL) && clientVersion != "" {
@@ -89,7 +87,23 @@ func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion str
 		if oc := old.Current(); !t.force && oc != nil && oc.Version == t.sentVersion && cur != nil {
 			// Up to date before, and nothing new exists: the new content is a
 			// subset of what the client holds.
-			t.sentVersion = cur.Version
+			t.sentVersion, t.sentSum = cur.Version, cur.Sum
 		}
 	}
+}
+
+// holds reports whether the client holds resp: it was sent (or declared)
+// at resp's version and, where that version is the upstream's, which may
+// stay while the content changes, with resp's content. A version the
+// client only claimed vouches for the content only if it is a content hash:
+// an upstream's version_info may name other content on another relay's
+// upstream stream.
+func (t *sotwTypeSub) holds(resp *shard.Response) bool {
+	switch {
+	case t.force || resp.Version != t.sentVersion:
+		return false
+	case !resp.UpstreamVersioned:
+		return true
+	}
+	return !t.claimed && resp.Sum == t.sentSum
 }
