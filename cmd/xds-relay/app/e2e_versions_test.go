@@ -109,6 +109,33 @@ func TestE2EUpstreamVersionsNewNameAtHeldVersion(t *testing.T) {
 	}
 }
 
+// TestE2EUpstreamVersionsFromDeltaUpstream: with a delta upstream and
+// upstream.versions: upstream, a SotW client's version_info and a delta
+// client's system_version_info are go-control-plane's system_version_info
+// (its snapshot version), before and after a change.
+func TestE2EUpstreamVersionsFromDeltaUpstream(t *testing.T) {
+	ctx := testContext(t)
+	m := startMgmt(t, "127.0.0.1:0")
+	m.Set(t, "class-a", "snap-1", clusters("a", "b"))
+	r := startRelayVersions(t, m.Addr, "delta", "upstream")
+
+	s := dialADS(t, ctx, r.Addr(), "sotw-1", "class-a")
+	s.Subscribe(resource.ClusterType)
+	d := dialDelta(t, ctx, r.Addr(), "delta-1", "class-a")
+	d.Subscribe(resource.ClusterType, "*")
+	for _, version := range []string{"snap-1", "snap-2"} {
+		if version == "snap-2" {
+			m.Set(t, "class-a", version, clusters("a"))
+		}
+		if v := s.Next(10 * time.Second).GetVersionInfo(); v != version {
+			t.Fatalf("SotW client's version_info %q, want the control plane's %s", v, version)
+		}
+		if v := d.Next(10 * time.Second).GetSystemVersionInfo(); v != version {
+			t.Fatalf("delta client's system_version_info %q, want the control plane's %s", v, version)
+		}
+	}
+}
+
 // assignmentNames decodes an EDS response's cluster names, sorted.
 func assignmentNames(t *testing.T, resp *discoveryv3.DiscoveryResponse) []string {
 	t.Helper()
