@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"slices"
 	"time"
 
 	"github.com/xds-relay/xds-relay/shard"
@@ -17,7 +18,9 @@ import (
 // still learn (the child's shard knows absence), is held back: the response
 // is sent without it and the client keeps claiming the parent, until the
 // client no longer holds the children (their removal was written, or the
-// client unsubscribed) or Options.ParentRemovalWait has passed. The held
+// client unsubscribed), holds them only emptied since (an assignment without
+// endpoints: istiod sends that after the Cluster's removal instead of its
+// own, so none follows), or Options.ParentRemovalWait has passed. The held
 // removal is then sent on its own. Nothing is held for clients whose child
 // removals can never come (a SotW upstream's EDS and RDS), so they are not
 // delayed.
@@ -56,6 +59,7 @@ func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 type heldRemoval struct {
 	until    time.Time
 	children []string
+	emptied  []string // the children the client held emptied when the wait began
 }
 
 // hold reports whether the removal of the parent name must wait, starting
@@ -69,16 +73,20 @@ func (g *removalGate) hold(name string) bool {
 	}
 	h, waiting := g.parent.holds[name]
 	if waiting {
-		return g.now.Before(h.until) && g.childHeld(h.children)
+		return g.now.Before(h.until) && g.childHeld(h)
 	}
 	if g.parent.base == nil {
 		return false
 	}
 	r, ok := g.parent.base.Lookup(name)
-	if !ok || !g.childHeld(r.Children()) {
+	if !ok {
 		return false
 	}
 	h = heldRemoval{until: g.now.Add(g.wait), children: r.Children()}
+	h.emptied = g.emptied(h.children)
+	if !g.childHeld(h) {
+		return false
+	}
 	if g.parent.holds == nil {
 		g.parent.holds = map[string]heldRemoval{}
 	}
@@ -89,14 +97,29 @@ func (g *removalGate) hold(name string) bool {
 	return true
 }
 
-// childHeld reports whether the client holds one of children.
-func (g *removalGate) childHeld(children []string) bool {
-	for _, c := range children {
-		if g.child.held(c) {
+// childHeld reports whether the client holds one of h's children whose
+// removal can still come: any but one emptied since the wait began. istiod
+// removes a Cluster, then empties its assignment instead of removing it;
+// an assignment emptied before (a cluster without endpoints) may still be
+// removed after its Cluster (go-control-plane sends both removals).
+func (g *removalGate) childHeld(h heldRemoval) bool {
+	for _, c := range h.children {
+		if g.child.held(c) && (!g.child.heldEmptied(c) || slices.Contains(h.emptied, c)) {
 			return true
 		}
 	}
 	return false
+}
+
+// emptied returns the children the client holds emptied; nil when none.
+func (g *removalGate) emptied(children []string) []string {
+	var out []string
+	for _, c := range children {
+		if g.child.heldEmptied(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // holdsAny reports whether some of names must wait.
@@ -126,7 +149,7 @@ func (s *deltaStream) releaseHoldsLocked() {
 			switch {
 			case cur == nil || !cur.KnownAbsent(n):
 				delete(d.holds, n) // no removal due any more (the resource is back)
-			case !gated || !now.Before(h.until) || !g.childHeld(h.children):
+			case !gated || !now.Before(h.until) || !g.childHeld(h):
 				release = true
 			case next.IsZero() || h.until.Before(next):
 				next = h.until

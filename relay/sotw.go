@@ -49,10 +49,7 @@ func (s *sotwStream) collectLocked(e queued[*sotwTypeSub]) (wire.Stamped, drop.R
 		t.heartbeats++
 		return s.stampLocked(e.hb.SotWBody(), &t.typeSubBase), 0
 	}
-	if !t.force && e.resp.Version == t.sentVersion && !(t.claimed && e.resp.UpstreamVersioned) {
-		// The client holds it. (A version the client only claimed is
-		// trusted if it is a content hash: an upstream's version_info
-		// may name other content on another relay's upstream stream.)
+	if t.holds(e.resp) {
 		return wire.Stamped{}, drop.AlreadyHeld
 	}
 	if len(e.resp.Names) == 0 && !shard.FullState(t.typeURL) {
@@ -65,7 +62,7 @@ func (s *sotwStream) collectLocked(e queued[*sotwTypeSub]) (wire.Stamped, drop.R
 		body = e.resp.WrappedBody() // carries the TTLs; Body when there are none
 	}
 	m := s.stampLocked(body, &t.typeSubBase)
-	t.sentVersion, t.force, t.claimed = e.resp.Version, false, false
+	t.sentVersion, t.sentSum, t.force, t.claimed = e.resp.Version, e.resp.Sum, false, false
 	t.pushes++
 	return m, 0
 }

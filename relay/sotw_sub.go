@@ -30,6 +30,10 @@ type sotwTypeSub struct {
 	// only where versions are content hashes.
 	claimed      bool
 	ackedVersion string
+	// sentSum is the Sum of the response sent (or known held) at
+	// sentVersion: an upstream's version may stay while the content
+	// changes (a name newly asked for is answered at the type's version).
+	sentSum uint64
 }
 
 func newSotWTypeSub(typeURL string) *sotwTypeSub {
@@ -83,7 +87,23 @@ func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion str
 		if oc := old.Current(); !t.force && oc != nil && oc.Version == t.sentVersion && cur != nil {
 			// Up to date before, and nothing new exists: the new content is a
 			// subset of what the client holds.
-			t.sentVersion = cur.Version
+			t.sentVersion, t.sentSum = cur.Version, cur.Sum
 		}
 	}
+}
+
+// holds reports whether the client holds resp: it was sent (or declared)
+// at resp's version and, where that version is the upstream's, which may
+// stay while the content changes, with resp's content. A version the
+// client only claimed vouches for the content only if it is a content hash:
+// an upstream's version_info may name other content on another relay's
+// upstream stream.
+func (t *sotwTypeSub) holds(resp *shard.Response) bool {
+	switch {
+	case t.force || resp.Version != t.sentVersion:
+		return false
+	case !resp.UpstreamVersioned:
+		return true
+	}
+	return !t.claimed && resp.Sum == t.sentSum
 }

@@ -327,7 +327,11 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	if heartbeatOnly {
 		kind = shard.UpdateHeartbeats
 	}
-	ds.class.ApplyUpdate(resp.TypeURL, shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true})
+	u := shard.Update{Kind: kind, Resources: resources, Removed: resp.Removed, Heartbeats: beats, Ctx: ctx, Asked: true, Distinct: true}
+	if ds.valid.passVersions {
+		u.Version = resp.SystemVersionInfo // none: content hashes
+	}
+	ds.class.ApplyUpdate(resp.TypeURL, u)
 	held := ds.deltaVersions[resp.TypeURL]
 	if held == nil {
 		held = &heldVersions{}

@@ -33,6 +33,7 @@ type sotwTypeState struct {
 	accepted    bool // lastVersion and lastDigest are set
 	pureACK     bool // the last request sent was an ACK that changed nothing
 	same        int
+	afterBeat   bool // the last accepted response was heartbeats only
 	warnedAt    time.Time
 
 	// The wait for an answer to the stream's first named request of the
@@ -280,6 +281,7 @@ func (ss *sotwSession) nack(resp *wire.RawResponse, ts *sotwTypeState, cause err
 	}
 	resent := resp.VersionInfo != "" && resp.VersionInfo == ts.rejected
 	detail := ss.rejected(resp.TypeURL, resp.VersionInfo, rej, !resent)
+	ts.afterBeat = false // what answers a NACK echoes no heartbeat
 	if resent {
 		delay := ss.bo.Delay(ts.repeats)
 		ts.repeats++

@@ -25,14 +25,26 @@ const stormWarnEvery = time.Minute
 
 // repeated records an accepted response and reports whether its ACK must be
 // deferred, and by how long: when it is the StormRepeats-th (or later)
-// identical response in a row in answer to an ACK. Heartbeats are sent by
-// a timer, not in answer to anything: they neither count nor reset.
+// identical response in a row in answer to an ACK.
+//
+// Heartbeats are sent by a timer, not in answer to anything: they neither
+// count nor reset. Nor does the response that answers a heartbeat's ACK
+// with the state it refreshed (go-control-plane's snapshot cache re-sends
+// it, and sends its next heartbeat only once that echo is ACKed): deferring
+// that ACK would starve the heartbeats, and with them every client's TTL.
+// A repeat answering the echo's ACK is a repeat again.
 func (ss *sotwSession) repeated(ts *sotwTypeState, resp *wire.RawResponse, heartbeatOnly bool) (time.Duration, bool) {
 	if heartbeatOnly {
+		ts.afterBeat = true
 		return 0, false
 	}
+	echo := ts.afterBeat
+	ts.afterBeat = false
 	digest := resourcesDigest(resp.Resources)
 	same := ts.accepted && ts.pureACK && ts.lastVersion == resp.VersionInfo && ts.lastDigest == digest
+	if same && echo {
+		return 0, false
+	}
 	ts.lastVersion, ts.lastDigest, ts.accepted = resp.VersionInfo, digest, true
 	if !same {
 		ts.same = 0

@@ -83,6 +83,7 @@ type ControlPlane struct {
 	// One entry per stream served (both protocols, every incarnation).
 	streams   map[streamKey]*streamRecord
 	deltaSent []*discoveryv3.DeltaDiscoveryResponse // the last maxRequests delta responses
+	sotwSent  []*discoveryv3.DiscoveryResponse      // the last maxRequests SotW responses
 }
 
 // streamKey names a stream: go-control-plane numbers SotW and delta streams
@@ -219,6 +220,12 @@ func (cp *ControlPlane) serveLocked(lis net.Listener) {
 			}
 			return nil
 		},
+		StreamResponseFunc: func(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
+			r = proto.Clone(r).(*discoveryv3.DiscoveryResponse)
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			cp.sotwSent = appendBounded(cp.sotwSent, r)
+		},
 		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, r *discoveryv3.DeltaDiscoveryResponse) {
 			r = proto.Clone(r).(*discoveryv3.DeltaDiscoveryResponse)
 			cp.mu.Lock()
@@ -281,6 +288,13 @@ func (cp *ControlPlane) FirstDelta(typeURL string) []*discoveryv3.DeltaDiscovery
 		}
 	}
 	return out
+}
+
+// SotwSent returns the last SotW responses sent (up to 4096), oldest first.
+func (cp *ControlPlane) SotwSent() []*discoveryv3.DiscoveryResponse {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return slices.Clone(cp.sotwSent)
 }
 
 // DeltaSent returns the last delta responses sent (up to 4096), oldest first.
