@@ -37,6 +37,11 @@ type PeerLimits struct {
 	// a reconnect loop is refused before its first request is read.
 	StreamsPerSecond float64
 	StreamBurst      int
+	// Trusted are the addresses whose clients take no share
+	// (limits.trusted_peers): the relays of a tier below, which carry every
+	// class of their own clients over one address, or a load balancer that
+	// does not keep the clients' addresses. The global limits still apply.
+	Trusted []netip.Prefix
 	// MaxPeers bounds the peer table (limits.max_peers). An entry lives
 	// while its peer holds a connection or a stream, or its buckets are
 	// not full; at the cap a new peer evicts an idle one, and is refused
@@ -133,33 +138,62 @@ func (p *Peers) refuse(key string, peer netip.Prefix, format string, args ...any
 	return &PeerLimitError{Key: key, Peer: peer, Msg: fmt.Sprintf(format, args...)}
 }
 
+// accounted is the peer addr's client is accounted as; false for a client
+// that takes no share: not IP, or within limits.trusted_peers.
+func (p *Peers) accounted(addr net.Addr) (netip.Prefix, bool) {
+	ip, ok := ipOf(addr)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	for _, t := range p.limits.Trusted {
+		if t.Contains(ip) {
+			return netip.Prefix{}, false
+		}
+	}
+	return peerPrefix(ip), true
+}
+
 // peerOf is the peer an address belongs to; false for an address that is
 // not IP (a Unix socket, a test's pipe): such clients are not accounted.
 func peerOf(addr net.Addr) (netip.Prefix, bool) {
+	ip, ok := ipOf(addr)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	return peerPrefix(ip), true
+}
+
+// ipOf is addr's IP address, IPv4-mapped ones as IPv4, without a zone.
+func ipOf(addr net.Addr) (netip.Addr, bool) {
 	var ip netip.Addr
 	switch a := addr.(type) {
 	case *net.TCPAddr:
 		ip, _ = netip.AddrFromSlice(a.IP)
 	default:
 		if addr == nil {
-			return netip.Prefix{}, false
+			return ip, false
 		}
 		ap, err := netip.ParseAddrPort(addr.String())
 		if err != nil {
-			return netip.Prefix{}, false
+			return ip, false
 		}
 		ip = ap.Addr()
 	}
 	if !ip.IsValid() {
-		return netip.Prefix{}, false
+		return ip, false
 	}
-	ip = ip.Unmap()
+	return ip.Unmap().WithZone(""), true
+}
+
+// peerPrefix is the peer ip belongs to: the address for IPv4, its /64 for
+// IPv6.
+func peerPrefix(ip netip.Addr) netip.Prefix {
 	bits := 32
 	if ip.Is6() {
 		bits = 64
 	}
-	pfx, _ := ip.WithZone("").Prefix(bits)
-	return pfx, true
+	pfx, _ := ip.Prefix(bits)
+	return pfx
 }
 
 // peerString is a peer as shown: the address for IPv4, the /64 for IPv6.
@@ -264,7 +298,7 @@ func (p *Peers) openStream(addr net.Addr) (done func(), err error) {
 // open is openConn's and openStream's frame: admit checks the peer's
 // entry and returns the count to take one of.
 func (p *Peers) open(addr net.Addr, admit func(netip.Prefix, *peerEntry) (*int, error)) (func(), error) {
-	peer, ok := peerOf(addr)
+	peer, ok := p.accounted(addr)
 	if !ok {
 		return func() {}, nil
 	}
@@ -293,7 +327,7 @@ func (p *Peers) open(addr net.Addr, admit func(netip.Prefix, *peerEntry) (*int, 
 
 // newClass charges one class creation to addr's peer.
 func (p *Peers) newClass(addr net.Addr) error {
-	peer, ok := peerOf(addr)
+	peer, ok := p.accounted(addr)
 	if !ok || p.limits.NewClasses <= 0 {
 		return nil
 	}

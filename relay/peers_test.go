@@ -218,3 +218,37 @@ func TestPeerNewClassShareREST(t *testing.T) {
 		t.Fatalf("a class the peer made refused: %s", res.body)
 	}
 }
+
+// A trusted peer (limits.trusted_peers: the relays of a tier below) takes
+// no share: past every per-peer limit it is still admitted and leaves no
+// entry, while an untrusted address, even in the trusted address's IPv6
+// /64, is held to its share.
+func TestTrustedPeersTakeNoShare(t *testing.T) {
+	p := NewPeers(PeerLimits{MaxStreams: 1, MaxConnections: 1, NewClasses: 1, NewClassesWindow: time.Hour,
+		StreamsPerSecond: 1, StreamBurst: 1,
+		Trusted: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd00::1/128")}})
+	addr := func(s string) net.Addr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s)) }
+	for _, a := range []string{"10.1.2.3:1", "[::ffff:10.1.2.3]:1", "[fd00::1]:1"} {
+		for i := range 3 {
+			if _, err := p.openStream(addr(a)); err != nil {
+				t.Fatalf("%s: stream %d of a trusted peer: %v", a, i, err)
+			}
+			if _, err := p.openConn(addr(a)); err != nil {
+				t.Fatalf("%s: connection %d of a trusted peer: %v", a, i, err)
+			}
+			if err := p.newClass(addr(a)); err != nil {
+				t.Fatalf("%s: class %d of a trusted peer: %v", a, i, err)
+			}
+		}
+	}
+	if got := p.Stats().Peers; got != 0 {
+		t.Fatalf("%d entries for trusted peers, want 0", got)
+	}
+	for _, a := range []string{"10.2.0.1:1", "[fd00::2]:1"} {
+		if _, err := p.openStream(addr(a)); err != nil {
+			t.Fatalf("%s: first stream: %v", a, err)
+		}
+		_, err := p.openStream(addr(a))
+		wantStatus(t, err, codes.ResourceExhausted, KeyMaxStreamsPerPeer)
+	}
+}

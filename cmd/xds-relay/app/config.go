@@ -291,6 +291,10 @@ type LimitsConfig struct {
 	StreamsPerPeerBurst     int     `yaml:"streams_per_peer_burst"`
 	// MaxPeers bounds the per-peer table (negative: no cap).
 	MaxPeers int `yaml:"max_peers"`
+	// TrustedPeers are CIDR prefixes (or addresses) whose clients take no
+	// per-peer share: the relays of a tier below, a load balancer that
+	// hides the clients' addresses.
+	TrustedPeers []string `yaml:"trusted_peers"`
 }
 
 // ConfigError is a configuration problem at a key (dotted path) and line.
@@ -402,6 +406,11 @@ func (c *Config) validate() error {
 	}
 	if math.IsNaN(c.Limits.RequestsPerSecond) || math.IsInf(c.Limits.RequestsPerSecond, 1) {
 		bad("limits.requests_per_second", "must be a positive number, got %v", c.Limits.RequestsPerSecond)
+	}
+	for i, t := range c.Limits.TrustedPeers {
+		if _, err := parsePeerPrefix(t); err != nil {
+			bad(fmt.Sprintf("limits.trusted_peers[%d]", i), "%v", err)
+		}
 	}
 	if x := c.Limits.StreamsPerPeerPerSecond; math.IsNaN(x) || math.IsInf(x, 0) {
 		bad("limits.streams_per_peer_per_second", "must be a number (negative: no per-peer rate), got %v", x)

@@ -89,6 +89,7 @@ var settings = []setting{
 	{key: "limits.new_classes_window", def: 5 * time.Minute},
 	{key: "limits.streams_per_peer_per_second", def: 1.0, off: "no per-peer rate"},
 	{key: "limits.streams_per_peer_burst", def: 500},
+	{key: "limits.trusted_peers"},
 	{key: "limits.max_peers", def: 65536, off: "no cap on the peer table"},
 
 	{key: "server.max_header_list_bytes", def: 64 << 10},

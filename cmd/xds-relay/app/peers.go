@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/netip"
 	"syscall"
 
 	"github.com/xds-relay/xds-relay/relay"
@@ -70,6 +71,14 @@ func (r *Relay) buildPeers(clientLog *clientlog.Gate) error {
 		return err
 	}
 	l := cfg.Limits
+	trusted := make([]netip.Prefix, 0, len(l.TrustedPeers))
+	for i, t := range l.TrustedPeers {
+		pfx, err := parsePeerPrefix(t)
+		if err != nil {
+			return fmt.Errorf("limits.trusted_peers[%d]: %w", i, err)
+		}
+		trusted = append(trusted, pfx)
+	}
 	r.peers = relay.NewPeers(relay.PeerLimits{
 		MaxStreams:       peerShare(l.MaxStreamsPerPeer, l.MaxStreams),
 		MaxConnections:   peerShare(l.MaxConnectionsPerPeer, maxConns),
@@ -78,7 +87,25 @@ func (r *Relay) buildPeers(clientLog *clientlog.Gate) error {
 		StreamsPerSecond: offIfNegative(l.StreamsPerPeerPerSecond),
 		StreamBurst:      l.StreamsPerPeerBurst,
 		MaxPeers:         offIfNegative(l.MaxPeers),
+		Trusted:          trusted,
 	})
 	r.gate = relay.NewConnGate(maxConns, r.peers, r.log.Named("downstream"), clientLog)
 	return nil
+}
+
+// parsePeerPrefix is a limits.trusted_peers entry: a CIDR prefix
+// ("10.0.0.0/8", "fd00::/8") or one address.
+func parsePeerPrefix(s string) (netip.Prefix, error) {
+	if pfx, err := netip.ParsePrefix(s); err == nil {
+		if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
+			pfx = netip.PrefixFrom(a.Unmap(), pfx.Bits()-96) // as client addresses are read
+		}
+		return pfx.Masked(), nil
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR prefix (10.0.0.0/8) nor an IP address", s)
+	}
+	ip = ip.Unmap().WithZone("")
+	return netip.PrefixFrom(ip, ip.BitLen()), nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,25 @@ func TestPeerShareDefaults(t *testing.T) {
 		if got := peerShare(tc.v, tc.global); got != tc.want {
 			t.Errorf("peerShare(%d, %d) = %d, want %d", tc.v, tc.global, got, tc.want)
 		}
+	}
+}
+
+// limits.trusted_peers takes prefixes and addresses, IPv4-mapped ones as
+// IPv4 (as client addresses are read); a bad entry is a config error at its
+// index and line.
+func TestTrustedPeersParsed(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.0/8": "10.0.0.0/8", "10.1.2.3/8": "10.0.0.0/8", "10.1.2.3": "10.1.2.3/32",
+		"fd00::/8": "fd00::/8", "::ffff:10.0.0.0/104": "10.0.0.0/8", "::ffff:10.1.2.3": "10.1.2.3/32",
+	} {
+		got, err := parsePeerPrefix(in)
+		if err != nil || got.String() != want {
+			t.Errorf("parsePeerPrefix(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	_, err := ParseConfig("relay.yaml", []byte("limits:\n  trusted_peers:\n  - 10.0.0.0/8\n  - relay.example\n"))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "limits.trusted_peers[1]" || ce.Line != 4 {
+		t.Fatalf("err = %v, want one naming limits.trusted_peers[1] at line 4", err)
 	}
 }
