@@ -41,6 +41,10 @@ type Config struct {
 	// bytes (at least 64 KiB). Zero means DefaultStreamWindow and
 	// DefaultConnWindow.
 	StreamWindow, ConnWindow int32
+	// MaxMessageBytes is the largest upstream response accepted; one over
+	// it is NACKed naming the key (msgsize.go). Zero means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Resync is how long, on average, a class stream lives before a new one
 	// replaces it to reconcile what the class holds with the upstream
 	// (resync.go; the app's default is DefaultResyncInterval). Zero: a
@@ -141,6 +145,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.ConnWindow <= 0 {
 		cfg.ConnWindow = DefaultConnWindow
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -156,6 +163,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		// Fixed flow-control windows bound what the control plane can
 		// have sent a class stream unread (see DefaultStreamWindow).
 		grpc.WithInitialWindowSize(cfg.StreamWindow), grpc.WithInitialConnWindowSize(cfg.ConnWindow),
+		// gRPC reads up to the transport ceiling, above the key, so a
+		// response over the key can still be NACKed by its nonce.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(transportCeiling(cfg.MaxMessageBytes))),
 	}, cfg.DialOptions...)
 	target := cfg.Address
 	if len(cfg.Fallbacks) > 0 {
@@ -195,6 +205,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
+		maxMsg:  c.cfg.MaxMessageBytes,
 		valid:   &validator{passVersions: c.cfg.PassVersions, store: class.Store()},
 		delta:   c.cfg.Delta,
 		askWild: c.cfg.AskWildcard,

@@ -42,6 +42,10 @@ type protocolSession interface {
 	sendDueReplies() error
 	// close releases timers.
 	close()
+	// settled reports whether every type the stream asked for has been
+	// answered with a response the relay accepted: the stream delivered a
+	// good state.
+	settled() bool
 }
 
 // Stream states reported by Status.
@@ -54,16 +58,18 @@ const (
 
 // ClassStreamStatus describes one class's upstream stream, for the admin endpoints.
 type ClassStreamStatus struct {
-	Class      string            `json:"class"`
-	NodeID     string            `json:"node_id"` // the id the relay presents for the class
-	State      string            `json:"state"`
-	LastError  string            `json:"last_error,omitempty"`
-	Reconnects int               `json:"reconnects"`
-	Responses  int               `json:"responses"`
-	ACKs       int               `json:"acks"`
-	NACKs      int               `json:"nacks"`
-	LastNACK   string            `json:"last_nack,omitempty"`
-	Versions   map[string]string `json:"versions"`
+	Class      string `json:"class"`
+	NodeID     string `json:"node_id"` // the id the relay presents for the class
+	State      string `json:"state"`
+	LastError  string `json:"last_error,omitempty"`
+	Reconnects int    `json:"reconnects"`
+	// Failures is the consecutive failed streams: the backoff's step.
+	Failures  int               `json:"failures"`
+	Responses int               `json:"responses"`
+	ACKs      int               `json:"acks"`
+	NACKs     int               `json:"nacks"`
+	LastNACK  string            `json:"last_nack,omitempty"`
+	Versions  map[string]string `json:"versions"`
 	// Restarts the relay chose (not failures, not in Reconnects), by
 	// reason.
 	Restarts RestartCounts `json:"restarts"`
@@ -151,6 +157,7 @@ type classStream struct {
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
+	maxMsg  int           // Config.MaxMessageBytes
 	delta   bool          // speak incremental ADS upstream
 	askWild bool          // ask every type as the wildcard (Config.AskWildcard)
 	resync  time.Duration // Config.Resync: a stream's mean life (0: unbounded)
@@ -226,6 +233,7 @@ func (s *classStream) run(ctx context.Context) {
 		}
 		if healthy {
 			failures = 0
+			s.setStatus(func(st *ClassStreamStatus) { st.Failures = 0 })
 		}
 		var claim *claimRestart
 		var resub *resubscribeRestart
@@ -281,6 +289,7 @@ func (s *classStream) run(ctx context.Context) {
 		s.setStatus(func(st *ClassStreamStatus) {
 			st.State, st.LastError = StateBackoff, err.Error()
 			st.Reconnects++
+			st.Failures = failures
 		})
 		if !sleepCtx(ctx, delay) {
 			return
@@ -328,9 +337,13 @@ type received struct {
 }
 
 // runSession runs one upstream stream until it fails. healthy reports whether
-// it got a valid response or lived at least the maximum backoff, either of
-// which resets the backoff. (An upstream that is another relay, in sync with
-// us, rightly sends nothing after we resubscribe at its current versions.)
+// it delivered a good state (every type it asked for answered with a
+// response the relay accepted) or lived at least the maximum backoff,
+// either of which resets the backoff. A stream that fails on its first
+// response of some type, after others were accepted, is no success: the
+// backoff grows across such streams. (An upstream that is another relay, in
+// sync with us, rightly sends nothing after we resubscribe at its current
+// versions: such a stream is healthy once it lived the maximum backoff.)
 func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) {
 	started := time.Now()
 	defer func() {
@@ -407,14 +420,14 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 			return healthy, resyncRestart{}
 		case r := <-recv:
 			if r.err != nil {
-				return healthy, fmt.Errorf("receive: %w", r.err)
+				return healthy, receiveError(r.err, s.maxMsg)
 			}
 			ok, err := sess.handle(r.raw.Bytes)
 			r.raw.Free()
 			if err != nil {
 				return healthy, err
 			}
-			healthy = healthy || ok
+			healthy = healthy || (ok && sess.settled())
 		}
 	}
 }

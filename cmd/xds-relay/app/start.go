@@ -148,20 +148,21 @@ func (r *Relay) startSource(st *starting) error {
 	cfg, log := r.cfg, r.log
 	if cfg.Upstream.Address != "" {
 		c, err := upstream.New(upstream.Config{
-			Address:      cfg.Upstream.Address,
-			Fallbacks:    cfg.Upstream.Fallbacks,
-			DialOptions:  st.upstreamDial,
-			RelayID:      cfg.Upstream.RelayID,
-			Delta:        cfg.Upstream.Protocol == "delta",
-			PassVersions: cfg.Upstream.Versions == "upstream",
-			AskWildcard:  cfg.Upstream.Ask == "wildcard",
-			Metrics:      r.tel,
-			Drops:        r.drops,
-			Tracer:       st.tracer,
-			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
-			StreamWindow: int32(cfg.Upstream.StreamWindow),
-			ConnWindow:   int32(cfg.Upstream.ConnectionWindow),
-			Resync:       offIfNegative(cfg.Upstream.ResyncInterval),
+			Address:         cfg.Upstream.Address,
+			Fallbacks:       cfg.Upstream.Fallbacks,
+			DialOptions:     st.upstreamDial,
+			RelayID:         cfg.Upstream.RelayID,
+			Delta:           cfg.Upstream.Protocol == "delta",
+			PassVersions:    cfg.Upstream.Versions == "upstream",
+			AskWildcard:     cfg.Upstream.Ask == "wildcard",
+			Metrics:         r.tel,
+			Drops:           r.drops,
+			Tracer:          st.tracer,
+			Backoff:         upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+			StreamWindow:    int32(cfg.Upstream.StreamWindow),
+			ConnWindow:      int32(cfg.Upstream.ConnectionWindow),
+			MaxMessageBytes: cfg.Upstream.MaxMessageBytes,
+			Resync:          offIfNegative(cfg.Upstream.ResyncInterval),
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)
