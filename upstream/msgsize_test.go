@@ -35,9 +35,10 @@ func bigClusters(t *testing.T, version, nonce string, size int) *discoverygrpc.D
 	return resp
 }
 
-func newSizedClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Class) {
+// newSizedClient is a client of addr whose key is testMaxMsg.
+func newSizedClient(t *testing.T, addr string, bo Backoff, delta bool) (*Client, *shard.Class) {
 	t.Helper()
-	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: bo, MaxMessageBytes: testMaxMsg}, zaptest.NewLogger(t))
+	c, err := New(Config{Address: addr, RelayID: "relay-under-test", Backoff: bo, MaxMessageBytes: testMaxMsg, Delta: delta}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func newSizedClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Clas
 // good state and the stream stays up.
 func TestResponseOverMaxMessageIsNACKedNamingTheKey(t *testing.T) {
 	srv, addr := startScripted(t)
-	c, class := newSizedClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
+	c, class := newSizedClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour}, false)
 	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss := srv.next(t)
 	ss.request(t)
@@ -91,7 +92,7 @@ func TestResponseOverMaxMessageIsNACKedNamingTheKey(t *testing.T) {
 // starting over.
 func TestBackoffGrowsAcrossStreamsFailingOnFirstResponse(t *testing.T) {
 	srv, addr := startScripted(t)
-	c, class := newSizedClient(t, addr, Backoff{Initial: time.Millisecond, Max: time.Hour})
+	c, class := newSizedClient(t, addr, Backoff{Initial: time.Millisecond, Max: time.Hour}, false)
 	subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	subscribe(t, class, shard.ListenerType, shard.Subscription{Wildcard: true}, nopWatcher{})
 	lds, err := anypb.New(&listenerv3.Listener{Name: "l"})
@@ -114,5 +115,31 @@ func TestBackoffGrowsAcrossStreamsFailingOnFirstResponse(t *testing.T) {
 	srv.next(t)
 	if st := c.Status(); st[0].Failures != 5 {
 		t.Fatalf("status = %+v, want 5 consecutive failures", st[0])
+	}
+}
+
+// A delta response over the key is NACKed whole, naming the key; the class
+// keeps what it held.
+func TestDeltaResponseOverMaxMessageIsNACKed(t *testing.T) {
+	srv, addr := startScriptedDelta(t)
+	_, class := newSizedClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour}, true)
+	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	ds := srv.next(t)
+	ds.request(t)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
+	if ack := ds.request(t); ack.GetErrorDetail() != nil || ack.GetResponseNonce() != "n1" {
+		t.Fatalf("want the ACK of n1, got %v", ack)
+	}
+	big := &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n2"}
+	for i := 0; proto.Size(big) < testMaxMsg+100; i++ {
+		big.Resources = append(big.Resources, cluster(t, strings.Repeat("b", 200)+strconv.Itoa(i), "1"))
+	}
+	ds.send(t, big)
+	nack := ds.request(t)
+	if nack.GetResponseNonce() != "n2" || !strings.Contains(nack.GetErrorDetail().GetMessage(), MaxMessageKey) {
+		t.Fatalf("want a NACK of n2 naming %s, got %v", MaxMessageKey, nack)
+	}
+	if got := names(sh); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("shard holds %v after the oversized response, want [a]", got)
 	}
 }
