@@ -53,7 +53,10 @@ const (
 	StateConnecting = "connecting"
 	StateConnected  = "connected"
 	StateBackoff    = "backoff"
-	StateStopped    = "stopped"
+	// StateWaiting: every upstream connection carries as many streams as
+	// its peer allows and no more may be opened (upstream.max_connections).
+	StateWaiting = "waiting_for_stream"
+	StateStopped = "stopped"
 )
 
 // ClassStreamStatus describes one class's upstream stream, for the admin endpoints.
@@ -152,12 +155,13 @@ func (c RestartCounts) Total() int {
 type classStream struct {
 	// Read-only after creation.
 	class   *shard.Class
-	conn    grpc.ClientConnInterface
+	pool    *connPool
 	node    *corev3.Node
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
 	maxMsg  int           // Config.MaxMessageBytes
+	waiting bool          // owned by run: waiting for a connection with room, logged
 	delta   bool          // speak incremental ADS upstream
 	askWild bool          // ask every type as the wildcard (Config.AskWildcard)
 	resync  time.Duration // Config.Resync: a stream's mean life (0: unbounded)
@@ -351,6 +355,15 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 			healthy = true
 		}
 	}()
+	pc, err := s.pool.acquire(ctx, s.waitingForStream)
+	if err != nil {
+		return false, fmt.Errorf("get a connection: %w", err)
+	}
+	defer s.pool.release(pc) // after the stream ended (below)
+	if s.waiting {
+		s.waiting = false
+		s.log.Info("upstream stream got a connection with room")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -361,7 +374,7 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 	if s.delta {
 		desc, method = &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[1], deltaADSMethod
 	}
-	st, err := s.conn.NewStream(ctx, desc, method, grpc.ForceCodecV2(wire.NewCodec()), grpc.WaitForReady(true))
+	st, err := pc.cc.NewStream(ctx, desc, method, grpc.ForceCodecV2(wire.NewCodec()), grpc.WaitForReady(true))
 	if err != nil {
 		return false, fmt.Errorf("open stream: %w", err)
 	}
@@ -455,4 +468,16 @@ func (s *classStream) traceResponse(typeURL, version string, resources int) (ctx
 func (s *classStream) dropUnsubscribed(typeURL string) {
 	s.log.Warn("dropped upstream response for a type not subscribed to", zap.String("type_url", typeURL))
 	s.drops.Add(drop.UpstreamUnsubscribed)
+}
+
+// waitingForStream shows that the class waits for a connection with room:
+// in its status each time, and in a metric and the log once a wait.
+func (s *classStream) waitingForStream() {
+	s.setStatus(func(st *ClassStreamStatus) { st.State = StateWaiting })
+	if !s.waiting {
+		s.waiting = true
+		s.metrics.WaitingForStream(s.class.Name)
+		s.log.Warn("upstream stream waits: every upstream connection carries the streams its peer allows, and no more connections may be opened",
+			zap.Int("connections", s.pool.connections()), zap.String("key", "upstream.max_connections"))
+	}
 }

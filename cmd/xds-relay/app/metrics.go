@@ -47,6 +47,7 @@ type telemetry struct {
 	restarts      metric.Int64Counter
 	repeats       metric.Int64Counter
 	namesIgnored  metric.Int64Counter
+	streamWaits   metric.Int64Counter
 	fanout        metric.Float64Histogram
 
 	attrsMu sync.RWMutex
@@ -108,6 +109,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.upstreamResps, "xds_relay_upstream_responses", "", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
 		{&t.restarts, "xds_relay_upstream_restarts", "", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
+		{&t.streamWaits, "xds_relay_upstream_stream_waits", "", "Upstream class streams that found every upstream connection carrying the streams its peer allows, with upstream.max_connections open, and waited, by class."},
 		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
 		*c.c, e = m.Int64Counter(c.name, metric.WithDescription(c.desc), metric.WithUnit(c.unit))
@@ -334,6 +336,9 @@ func (t *telemetry) Restarted(class string, reason upstream.RestartReason) {
 }
 func (t *telemetry) RepeatedResponse(class, typeURL string) {
 	t.repeats.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)
+}
+func (t *telemetry) WaitingForStream(class string) {
+	t.streamWaits.Add(bg, 1, t.opt("class", t.classes.label(class)).add...)
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
 	t.namesIgnored.Add(bg, 1, t.opt("class", t.classes.label(class), "type", typeLabel(typeURL)).add...)

@@ -42,11 +42,12 @@ func (u *undoStack) unwind() {
 
 // starting is what Start's steps hand to the next ones.
 type starting struct {
-	tracer       trace.Tracer
-	serverTLS    *tls.Config // nil: plaintext
-	upstreamDial []grpc.DialOption
-	src          source
-	clientLog    *clientlog.Gate
+	tracer        trace.Tracer
+	serverTLS     *tls.Config // nil: plaintext
+	upstreamDial  []grpc.DialOption
+	upstreamCreds credentials.TransportCredentials
+	src           source
+	clientLog     *clientlog.Gate
 }
 
 // Start builds the relay from cfg and starts serving. Keys left at their
@@ -136,9 +137,7 @@ func (r *Relay) startCredentials(st *starting) error {
 		return fmt.Errorf("upstream.tls: %w", err)
 	}
 	r.stop.push(func() { _ = upstreamWatch.Close() })
-	if creds != nil {
-		st.upstreamDial = append(st.upstreamDial, grpc.WithTransportCredentials(creds)) // overrides the plaintext default
-	}
+	st.upstreamCreds = creds // nil: plaintext
 	return nil
 }
 
@@ -162,6 +161,8 @@ func (r *Relay) startSource(st *starting) error {
 			StreamWindow:    int32(cfg.Upstream.StreamWindow),
 			ConnWindow:      int32(cfg.Upstream.ConnectionWindow),
 			MaxMessageBytes: cfg.Upstream.MaxMessageBytes,
+			Creds:           st.upstreamCreds,
+			MaxConnections:  cfg.Upstream.MaxConnections,
 			Resync:          offIfNegative(cfg.Upstream.ResyncInterval),
 		}, log.Named("upstream"))
 		if err != nil {
