@@ -67,7 +67,7 @@ func (p *connPool) broadcast() {
 
 // acquire returns a connection with room for one more stream, taken until
 // release. waiting is called (by the caller's goroutine) each time it finds
-// none and waits.
+// every connection full, max of them open, and waits.
 func (p *connPool) acquire(ctx context.Context, waiting func()) (*pooledConn, error) {
 	for {
 		p.mu.Lock()
@@ -100,7 +100,11 @@ func (p *connPool) acquire(ctx context.Context, waiting func()) (*pooledConn, er
 		}
 		ch := p.changed
 		p.mu.Unlock()
-		waiting()
+		if !probing {
+			// Not while a new connection's limit is being learned (the
+			// upstream may just be down): only when all are full.
+			waiting()
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
