@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
@@ -42,6 +43,10 @@ type Config struct {
 	// bytes (at least 64 KiB). Zero means DefaultStreamWindow and
 	// DefaultConnWindow.
 	StreamWindow, ConnWindow int32
+	// MaxMessageBytes is the largest upstream response accepted; one over
+	// it is NACKed naming the key (msgsize.go). Zero means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Resync is how long, on average, a class stream lives before a new one
 	// replaces it to reconcile what the class holds with the upstream
 	// (resync.go; the app's default is DefaultResyncInterval). Zero: a
@@ -76,18 +81,25 @@ type Config struct {
 	// Tracer traces each upstream response (default: no tracing); the span's
 	// context goes with the update, so its fan-out can be traced under it.
 	Tracer trace.Tracer
-	// DialOptions are added to the defaults (plaintext, keepalive); a
-	// grpc.WithTransportCredentials among them replaces plaintext.
+	// Creds are the connections' transport credentials (nil: plaintext).
+	Creds credentials.TransportCredentials
+	// MaxConnections caps the upstream connections (pool.go). Zero means
+	// DefaultMaxConnections.
+	MaxConnections int
+	// DialOptions are added to the defaults (Creds, keepalive). A
+	// grpc.WithTransportCredentials among them replaces Creds, and with
+	// them the reading of the peer's stream limit: each connection then
+	// carries one class stream.
 	DialOptions []grpc.DialOption
 }
 
-// Client holds the shared connection to the control plane and one ADS stream
-// per attached class.
+// Client holds the connections to the control plane (as many as the
+// classes' streams need, pool.go) and one ADS stream per attached class.
 type Client struct {
 	// Read-only after creation.
 	cfg    Config
 	self   relaySelf // the relay's own host name and IP, for default node ids
-	conn   *grpc.ClientConn
+	pool   *connPool
 	log    *zap.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -150,11 +162,20 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.LogGate == nil {
 		cfg.LogGate = clientlog.NewGate(DefaultUpstreamLinesPerSecond, DefaultUpstreamFieldBytes)
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	creds := cfg.Creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The connection's own reconnection follows the configured backoff
 		// too: grpc's default would wait up to 120 s after a long outage.
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -165,7 +186,29 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		// Fixed flow-control windows bound what the control plane can
 		// have sent a class stream unread (see DefaultStreamWindow).
 		grpc.WithInitialWindowSize(cfg.StreamWindow), grpc.WithInitialConnWindowSize(cfg.ConnWindow),
+		// gRPC reads up to the transport ceiling, above the key, so a
+		// response over the key can still be NACKed by its nonce.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(transportCeiling(cfg.MaxMessageBytes))),
 	}, cfg.DialOptions...)
+	// Each connection has its own credentials (to learn its peer's stream
+	// limit) and resolver (a manual resolver serves one connection).
+	dial := func(limit *streamLimit) (*grpc.ClientConn, error) {
+		o := append([]grpc.DialOption{grpc.WithTransportCredentials(sniffCreds{TransportCredentials: creds, limit: limit})}, opts...)
+		return dialUpstream(cfg, o)
+	}
+	// The first connection is made now, so a bad target fails New.
+	pool := newConnPool(cfg.MaxConnections, dial)
+	if _, err := pool.acquire(context.Background(), func() {}); err != nil {
+		return nil, err
+	}
+	pool.releaseFirst()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{cfg: cfg, self: lookupSelf(), pool: pool, log: log, ctx: ctx, cancel: cancel, streams: map[*shard.Class]*attachment{}}, nil
+}
+
+// dialUpstream makes one connection to the control plane (and its
+// fallbacks).
+func dialUpstream(cfg Config, opts []grpc.DialOption) (*grpc.ClientConn, error) {
 	target := cfg.Address
 	if len(cfg.Fallbacks) > 0 {
 		// One connection over an ordered address list: pick_first (gRPC's
@@ -182,12 +225,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		opts = append(opts, grpc.WithResolvers(r))
 		target = r.Scheme() + ":///control-plane"
 	}
-	conn, err := grpc.NewClient(target, opts...)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{cfg: cfg, self: lookupSelf(), conn: conn, log: log, ctx: ctx, cancel: cancel, streams: map[*shard.Class]*attachment{}}, nil
+	return grpc.NewClient(target, opts...)
 }
 
 // Attach starts the class's upstream stream and returns the hook the class
@@ -199,11 +237,12 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 	}
 	s := &classStream{
 		class:   class,
-		conn:    c.conn,
+		pool:    c.pool,
 		node:    upstreamNode(class.Node, id),
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
+		maxMsg:  c.cfg.MaxMessageBytes,
 		valid:   &validator{passVersions: c.cfg.PassVersions, store: class.Store()},
 		delta:   c.cfg.Delta,
 		askWild: c.cfg.AskWildcard,
@@ -276,5 +315,5 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	return c.conn.Close()
+	return c.pool.close()
 }

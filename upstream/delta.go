@@ -32,7 +32,8 @@ type deltaSession struct {
 // deltaTypeState is what one delta stream subscribed to for a type URL.
 // Owned by the run goroutine.
 type deltaTypeState struct {
-	sub shard.Subscription
+	sub  shard.Subscription
+	good bool // a response of the type was accepted on this stream
 	// unsubscribed: the names the stream unsubscribed from less than
 	// resubscribeWindow ago, and when, the wildcard not subscribed (under
 	// it, the upstream keeps every name current). None is subscribed again
@@ -309,7 +310,16 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 		return false, nil
 	}
 	ctx, end := ds.traceResponse(resp.TypeURL, resp.SystemVersionInfo, len(resp.Resources))
-	resources, versions, beats, err := ds.validate(resp)
+	// A response over the key is rejected unvalidated (msgsize.go).
+	var (
+		resources []*shard.Resource
+		versions  []string
+		beats     []shard.HeartbeatEntry
+	)
+	err = oversized(len(b), ds.maxMsg)
+	if err == nil {
+		resources, versions, beats, err = ds.validate(resp)
+	}
 	if err == nil {
 		defer end(nil) // the span covers validation and the install below
 	}
@@ -354,6 +364,7 @@ func (ds *deltaSession) handle(b []byte) (bool, error) {
 	}
 	held.set(set)
 	held.remove(resp.Removed)
+	ts.good = true
 	ds.metrics.Response(ds.class.Name, resp.TypeURL, true)
 	ds.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
@@ -388,4 +399,13 @@ func (ds *deltaSession) validate(resp *wire.RawDeltaResponse) ([]*shard.Resource
 		return nil, nil, nil, err
 	}
 	return resources, versions, beats, nil
+}
+
+func (ds *deltaSession) settled() bool {
+	for _, ts := range ds.types {
+		if !ts.good {
+			return false
+		}
+	}
+	return true
 }

@@ -19,6 +19,9 @@ type Metrics interface {
 	// typeURL by name, because the upstream left a named request unanswered
 	// (NamesSilenceGrace), and asks for the wildcard instead.
 	NamesIgnored(class, typeURL string)
+	// WaitingForStream counts a class stream that found no upstream
+	// connection with room and waits for one (pool.go).
+	WaitingForStream(class string)
 }
 
 // NopMetrics discards every event.
@@ -31,3 +34,4 @@ func (NopMetrics) Response(string, string, bool)   {}
 func (NopMetrics) Restarted(string, RestartReason) {}
 func (NopMetrics) RepeatedResponse(string, string) {}
 func (NopMetrics) NamesIgnored(string, string)     {}
+func (NopMetrics) WaitingForStream(string)         {}

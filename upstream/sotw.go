@@ -23,6 +23,7 @@ type sotwTypeState struct {
 	explicit bool   // a non-empty resource_names was sent: legacy wildcard is gone
 	nonce    string // the latest nonce received
 
+	good     bool   // a response of the type was accepted on this stream
 	rejected string // version of the last NACKed response
 	repeats  int    // consecutive re-sends of the rejected version
 
@@ -227,7 +228,12 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	}
 	ctx, end := ss.traceResponse(resp.TypeURL, resp.VersionInfo, len(resp.Resources))
 	replace := shard.FullState(resp.TypeURL)
-	beats, verr := sc.validate(ss.valid)
+	// A response over the key is rejected unvalidated (msgsize.go).
+	var beats []shard.HeartbeatEntry
+	verr := oversized(len(b), ss.maxMsg)
+	if verr == nil {
+		beats, verr = sc.validate(ss.valid)
+	}
 	resources := sc.out
 	if verr != nil {
 		end(verr)
@@ -257,7 +263,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 	}
 	ss.class.ApplyUpdate(resp.TypeURL, u)
 	ss.versions[resp.TypeURL] = resp.VersionInfo
-	ts.rejected, ts.repeats = "", 0
+	ts.rejected, ts.repeats, ts.good = "", 0, true
 	ss.metrics.Response(ss.class.Name, resp.TypeURL, true)
 	ss.setStatus(func(st *ClassStreamStatus) {
 		st.ACKs++
@@ -336,4 +342,13 @@ func (ss *sotwSession) close() {
 		ss.cancelDeferred(ts)
 		ts.answered()
 	}
+}
+
+func (ss *sotwSession) settled() bool {
+	for _, ts := range ss.types {
+		if !ts.good {
+			return false
+		}
+	}
+	return true
 }

@@ -43,6 +43,10 @@ type protocolSession interface {
 	sendDueReplies() error
 	// close releases timers.
 	close()
+	// settled reports whether every type the stream asked for has been
+	// answered with a response the relay accepted: the stream delivered a
+	// good state.
+	settled() bool
 }
 
 // Stream states reported by Status.
@@ -50,21 +54,26 @@ const (
 	StateConnecting = "connecting"
 	StateConnected  = "connected"
 	StateBackoff    = "backoff"
-	StateStopped    = "stopped"
+	// StateWaiting: every upstream connection carries as many streams as
+	// its peer allows and no more may be opened (upstream.max_connections).
+	StateWaiting = "waiting_for_stream"
+	StateStopped = "stopped"
 )
 
 // ClassStreamStatus describes one class's upstream stream, for the admin endpoints.
 type ClassStreamStatus struct {
-	Class      string            `json:"class"`
-	NodeID     string            `json:"node_id"` // the id the relay presents for the class
-	State      string            `json:"state"`
-	LastError  string            `json:"last_error,omitempty"`
-	Reconnects int               `json:"reconnects"`
-	Responses  int               `json:"responses"`
-	ACKs       int               `json:"acks"`
-	NACKs      int               `json:"nacks"`
-	LastNACK   string            `json:"last_nack,omitempty"`
-	Versions   map[string]string `json:"versions"`
+	Class      string `json:"class"`
+	NodeID     string `json:"node_id"` // the id the relay presents for the class
+	State      string `json:"state"`
+	LastError  string `json:"last_error,omitempty"`
+	Reconnects int    `json:"reconnects"`
+	// Failures is the consecutive failed streams: the backoff's step.
+	Failures  int               `json:"failures"`
+	Responses int               `json:"responses"`
+	ACKs      int               `json:"acks"`
+	NACKs     int               `json:"nacks"`
+	LastNACK  string            `json:"last_nack,omitempty"`
+	Versions  map[string]string `json:"versions"`
 	// Restarts the relay chose (not failures, not in Reconnects), by
 	// reason.
 	Restarts RestartCounts `json:"restarts"`
@@ -147,11 +156,13 @@ func (c RestartCounts) Total() int {
 type classStream struct {
 	// Read-only after creation.
 	class   *shard.Class
-	conn    grpc.ClientConnInterface
+	pool    *connPool
 	node    *corev3.Node
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
+	maxMsg  int           // Config.MaxMessageBytes
+	waiting bool          // owned by run: waiting for a connection with room, logged
 	delta   bool          // speak incremental ADS upstream
 	askWild bool          // ask every type as the wildcard (Config.AskWildcard)
 	resync  time.Duration // Config.Resync: a stream's mean life (0: unbounded)
@@ -228,6 +239,7 @@ func (s *classStream) run(ctx context.Context) {
 		}
 		if healthy {
 			failures = 0
+			s.setStatus(func(st *ClassStreamStatus) { st.Failures = 0 })
 		}
 		var claim *claimRestart
 		var resub *resubscribeRestart
@@ -283,6 +295,7 @@ func (s *classStream) run(ctx context.Context) {
 		s.setStatus(func(st *ClassStreamStatus) {
 			st.State, st.LastError = StateBackoff, s.cut(err.Error())
 			st.Reconnects++
+			st.Failures = failures
 		})
 		if !sleepCtx(ctx, delay) {
 			return
@@ -330,9 +343,13 @@ type received struct {
 }
 
 // runSession runs one upstream stream until it fails. healthy reports whether
-// it got a valid response or lived at least the maximum backoff, either of
-// which resets the backoff. (An upstream that is another relay, in sync with
-// us, rightly sends nothing after we resubscribe at its current versions.)
+// it delivered a good state (every type it asked for answered with a
+// response the relay accepted) or lived at least the maximum backoff,
+// either of which resets the backoff. A stream that fails on its first
+// response of some type, after others were accepted, is no success: the
+// backoff grows across such streams. (An upstream that is another relay, in
+// sync with us, rightly sends nothing after we resubscribe at its current
+// versions: such a stream is healthy once it lived the maximum backoff.)
 func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) {
 	started := time.Now()
 	defer func() {
@@ -340,6 +357,15 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 			healthy = true
 		}
 	}()
+	pc, err := s.pool.acquire(ctx, s.waitingForStream)
+	if err != nil {
+		return false, fmt.Errorf("get a connection: %w", err)
+	}
+	defer s.pool.release(pc) // after the stream ended (below)
+	if s.waiting {
+		s.waiting = false
+		s.log.Info("upstream stream got a connection with room")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -350,7 +376,7 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 	if s.delta {
 		desc, method = &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[1], deltaADSMethod
 	}
-	st, err := s.conn.NewStream(ctx, desc, method, grpc.ForceCodecV2(wire.NewCodec()), grpc.WaitForReady(true))
+	st, err := pc.cc.NewStream(ctx, desc, method, grpc.ForceCodecV2(wire.NewCodec()), grpc.WaitForReady(true))
 	if err != nil {
 		return false, fmt.Errorf("open stream: %w", err)
 	}
@@ -409,14 +435,14 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 			return healthy, resyncRestart{}
 		case r := <-recv:
 			if r.err != nil {
-				return healthy, fmt.Errorf("receive: %w", r.err)
+				return healthy, receiveError(r.err, s.maxMsg)
 			}
 			ok, err := sess.handle(r.raw.Bytes)
 			r.raw.Free()
 			if err != nil {
 				return healthy, err
 			}
-			healthy = healthy || ok
+			healthy = healthy || (ok && sess.settled())
 		}
 	}
 }
@@ -444,4 +470,16 @@ func (s *classStream) traceResponse(typeURL, version string, resources int) (ctx
 func (s *classStream) dropUnsubscribed(typeURL string) {
 	s.warn("dropped upstream response for a type not subscribed to", s.field("type_url", typeURL))
 	s.drops.Add(drop.UpstreamUnsubscribed)
+}
+
+// waitingForStream shows that the class waits for a connection with room:
+// in its status each time, and in a metric and the log once a wait.
+func (s *classStream) waitingForStream() {
+	s.setStatus(func(st *ClassStreamStatus) { st.State = StateWaiting })
+	if !s.waiting {
+		s.waiting = true
+		s.metrics.WaitingForStream(s.class.Name)
+		s.log.Warn("upstream stream waits: every upstream connection carries the streams its peer allows, and no more connections may be opened",
+			zap.Int("connections", s.pool.connections()), zap.String("key", "upstream.max_connections"))
+	}
 }

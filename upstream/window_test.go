@@ -56,7 +56,7 @@ func testStreamWindowBound(t *testing.T, configured, want int32) {
 	defer cancel()
 	desc := &grpc.StreamDesc{StreamName: "Flood", ServerStreams: true, ClientStreams: true}
 	for range streams {
-		st, err := c.conn.NewStream(ctx, desc, "/flood.Flood/Flood")
+		st, err := c.pool.conns[0].cc.NewStream(ctx, desc, "/flood.Flood/Flood")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -193,6 +193,12 @@ type UpstreamConfig struct {
 	// fixed HTTP/2 flow-control windows in bytes (upstream.Config).
 	StreamWindow     int `yaml:"stream_window"`
 	ConnectionWindow int `yaml:"connection_window"`
+	// MaxMessageBytes is the largest upstream response accepted
+	// (upstream.Config.MaxMessageBytes).
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// MaxConnections caps the upstream connections
+	// (upstream.Config.MaxConnections).
+	MaxConnections int `yaml:"max_connections"`
 	// ResyncInterval is how long, on average, a class's upstream stream
 	// lives before a new one reconciles the class with the control plane
 	// (upstream.Config.Resync); negative: never.
@@ -376,6 +382,12 @@ func (c *Config) validate() error {
 		if w.v < minWindow || w.v > math.MaxInt32 {
 			bad(w.key, "must be %d (64 KiB, HTTP/2's least) to %d bytes, got %d", minWindow, math.MaxInt32, w.v)
 		}
+	}
+	if c.Upstream.MaxMessageBytes < minWindow || c.Upstream.MaxMessageBytes > math.MaxInt32/2 {
+		bad("upstream.max_message_bytes", "must be %d to %d bytes, got %d", minWindow, math.MaxInt32/2, c.Upstream.MaxMessageBytes)
+	}
+	if c.Upstream.MaxConnections < 1 {
+		bad("upstream.max_connections", "must be at least 1, got %d", c.Upstream.MaxConnections)
 	}
 	if c.Upstream.Backoff.Max < c.Upstream.Backoff.Initial {
 		bad("upstream.backoff.max", "must be at least upstream.backoff.initial (%v), got %v", c.Upstream.Backoff.Initial, c.Upstream.Backoff.Max)

@@ -51,6 +51,8 @@ var settings = []setting{
 	{key: "upstream.backoff.max", def: upstream.DefaultBackoff.Max},
 	{key: "upstream.stream_window", def: int(upstream.DefaultStreamWindow)},
 	{key: "upstream.connection_window", def: int(upstream.DefaultConnWindow)},
+	{key: "upstream.max_message_bytes", def: upstream.DefaultMaxMessageBytes},
+	{key: "upstream.max_connections", def: upstream.DefaultMaxConnections},
 	{key: "upstream.resync_interval", def: upstream.DefaultResyncInterval, off: "keep a healthy stream for good"},
 
 	{key: "source.dir", def: ""},

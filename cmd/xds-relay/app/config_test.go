@@ -55,6 +55,8 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad protocol", "upstream:\n  address: cp:1\n  protocol: grpc\n", "upstream.protocol", 3},
 		{"stream window under HTTP/2's least", "upstream:\n  address: cp:1\n  stream_window: 1000\n", "upstream.stream_window", 3},
 		{"connection window over HTTP/2's most", "upstream:\n  address: cp:1\n  connection_window: 4294967296\n", "upstream.connection_window", 3},
+		{"max message under 64 KiB", "upstream:\n  address: cp:1\n  max_message_bytes: 1024\n", "upstream.max_message_bytes", 3},
+		{"no upstream connections", "upstream:\n  address: cp:1\n  max_connections: -1\n", "upstream.max_connections", 3},
 		{"bad ask", "upstream:\n  address: cp:1\n  ask: everything\n", "upstream.ask", 3},
 		{"negative linger", "node_classes:\n  linger: -1s\n", "node_classes.linger", 2},
 		{"negative max classes", "limits:\n  max_classes: -1\n", "limits.max_classes", 2},

@@ -50,6 +50,7 @@ type telemetry struct {
 	restarts      *classCounter
 	repeats       *classCounter
 	namesIgnored  *classCounter
+	streamWaits   *classCounter
 
 	attrsMu sync.RWMutex
 	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
@@ -121,6 +122,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.upstreamResps, "xds_relay_upstream_responses", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
 		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
+		{&t.streamWaits, "xds_relay_upstream_stream_waits", "Upstream class streams that found every upstream connection carrying the streams its peer allows, with upstream.max_connections open, and waited, by class."},
 		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
 		*c.c, e = newClassCounter(m, c.name, c.desc)
@@ -304,6 +306,9 @@ func (t *telemetry) Restarted(class string, reason upstream.RestartReason) {
 }
 func (t *telemetry) RepeatedResponse(class, typeURL string) {
 	t.repeats.add("class", t.classes.label(class), "type", typeLabel(typeURL))
+}
+func (t *telemetry) WaitingForStream(class string) {
+	t.streamWaits.add("class", t.classes.label(class))
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
 	t.namesIgnored.add("class", t.classes.label(class), "type", typeLabel(typeURL))

@@ -42,11 +42,12 @@ func (u *undoStack) unwind() {
 
 // starting is what Start's steps hand to the next ones.
 type starting struct {
-	tracer       trace.Tracer
-	serverTLS    *tls.Config // nil: plaintext
-	upstreamDial []grpc.DialOption
-	src          source
-	clientLog    *clientlog.Gate
+	tracer        trace.Tracer
+	serverTLS     *tls.Config // nil: plaintext
+	upstreamDial  []grpc.DialOption
+	upstreamCreds credentials.TransportCredentials
+	src           source
+	clientLog     *clientlog.Gate
 }
 
 // Start builds the relay from cfg and starts serving. Keys left at their
@@ -143,9 +144,7 @@ func (r *Relay) startCredentials(st *starting) error {
 		return fmt.Errorf("upstream.tls: %w", err)
 	}
 	r.stop.push(func() { _ = upstreamWatch.Close() })
-	if creds != nil {
-		st.upstreamDial = append(st.upstreamDial, grpc.WithTransportCredentials(creds)) // overrides the plaintext default
-	}
+	st.upstreamCreds = creds // nil: plaintext
 	return nil
 }
 
@@ -155,21 +154,24 @@ func (r *Relay) startSource(st *starting) error {
 	cfg, log := r.cfg, r.log
 	if cfg.Upstream.Address != "" {
 		c, err := upstream.New(upstream.Config{
-			Address:      cfg.Upstream.Address,
-			Fallbacks:    cfg.Upstream.Fallbacks,
-			DialOptions:  st.upstreamDial,
-			RelayID:      cfg.Upstream.RelayID,
-			Delta:        cfg.Upstream.Protocol == "delta",
-			PassVersions: cfg.Upstream.Versions == "upstream",
-			AskWildcard:  cfg.Upstream.Ask == "wildcard",
-			Metrics:      r.tel,
-			Drops:        r.drops,
-			LogGate:      clientlog.NewGate(cfg.Log.UpstreamLinesPerSecond, cfg.Log.MaxFieldBytes),
-			Tracer:       st.tracer,
-			Backoff:      upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
-			StreamWindow: int32(cfg.Upstream.StreamWindow),
-			ConnWindow:   int32(cfg.Upstream.ConnectionWindow),
-			Resync:       offIfNegative(cfg.Upstream.ResyncInterval),
+			Address:         cfg.Upstream.Address,
+			Fallbacks:       cfg.Upstream.Fallbacks,
+			DialOptions:     st.upstreamDial,
+			RelayID:         cfg.Upstream.RelayID,
+			Delta:           cfg.Upstream.Protocol == "delta",
+			PassVersions:    cfg.Upstream.Versions == "upstream",
+			AskWildcard:     cfg.Upstream.Ask == "wildcard",
+			Metrics:         r.tel,
+			Drops:           r.drops,
+			LogGate:         clientlog.NewGate(cfg.Log.UpstreamLinesPerSecond, cfg.Log.MaxFieldBytes),
+			Tracer:          st.tracer,
+			Backoff:         upstream.Backoff{Initial: cfg.Upstream.Backoff.Initial, Max: cfg.Upstream.Backoff.Max},
+			StreamWindow:    int32(cfg.Upstream.StreamWindow),
+			ConnWindow:      int32(cfg.Upstream.ConnectionWindow),
+			MaxMessageBytes: cfg.Upstream.MaxMessageBytes,
+			Creds:           st.upstreamCreds,
+			MaxConnections:  cfg.Upstream.MaxConnections,
+			Resync:          offIfNegative(cfg.Upstream.ResyncInterval),
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)

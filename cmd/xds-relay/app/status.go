@@ -389,7 +389,7 @@ func stateBadge(state string) string {
 		return "ok"
 	case upstream.StateConnecting, upstream.StateBackoff:
 		return "warn"
-	case upstream.StateStopped:
+	case upstream.StateStopped, upstream.StateWaiting:
 		return "bad"
 	default:
 		return "none"

@@ -1,0 +1,166 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+
+	"google.golang.org/grpc"
+)
+
+// DefaultMaxConnections caps the upstream connections by default
+// (Config.MaxConnections, upstream.max_connections): at an upstream
+// allowing 100 streams a connection, 12,800 classes.
+const DefaultMaxConnections = 128
+
+var errPoolClosed = errors.New("upstream: client closed")
+
+// connPool holds the upstream connections and hands each class stream one
+// with room: as many streams on each as its peer allows at once (learned
+// from the peer's SETTINGS, settings.go), opening another connection when
+// all are full, up to max. A connection whose limit is not learned yet
+// carries one stream (its first) until it is. A connection with no stream
+// left is closed, but for the first. A stream that finds no room waits
+// (acquire's waiting hook tells the class stream, which shows it).
+type connPool struct {
+	dial func(*streamLimit) (*grpc.ClientConn, error) // read-only
+	max  int                                          // read-only
+
+	mu      sync.Mutex
+	conns   []*pooledConn
+	changed chan struct{} // closed and replaced on every change of room
+	closed  bool
+}
+
+// pooledConn is one upstream connection and the class streams on it.
+type pooledConn struct {
+	cc      *grpc.ClientConn
+	limit   *streamLimit
+	streams int // guarded by connPool.mu
+}
+
+func newConnPool(max int, dial func(*streamLimit) (*grpc.ClientConn, error)) *connPool {
+	return &connPool{dial: dial, max: max, changed: make(chan struct{})}
+}
+
+// room is how many streams pc may carry.
+func (pc *pooledConn) room() int {
+	max, known := pc.limit.get()
+	if !known {
+		return 1
+	}
+	return int(min(max, math.MaxInt32))
+}
+
+// broadcastLocked wakes every waiting acquire.
+func (p *connPool) broadcastLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *connPool) broadcast() {
+	p.mu.Lock()
+	p.broadcastLocked()
+	p.mu.Unlock()
+}
+
+// acquire returns a connection with room for one more stream, taken until
+// release. waiting is called (by the caller's goroutine) each time it finds
+// every connection full, max of them open, and waits.
+func (p *connPool) acquire(ctx context.Context, waiting func()) (*pooledConn, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errPoolClosed
+		}
+		probing := false
+		for _, pc := range p.conns {
+			if _, known := pc.limit.get(); !known && pc.streams > 0 {
+				probing = true
+			}
+			if pc.streams < pc.room() {
+				pc.streams++
+				p.mu.Unlock()
+				return pc, nil
+			}
+		}
+		if !probing && len(p.conns) < p.max {
+			limit := &streamLimit{onLearn: p.broadcast}
+			cc, err := p.dial(limit)
+			if err != nil {
+				p.mu.Unlock()
+				return nil, err
+			}
+			pc := &pooledConn{cc: cc, limit: limit, streams: 1}
+			p.conns = append(p.conns, pc)
+			p.mu.Unlock()
+			return pc, nil
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		if !probing {
+			// Not while a new connection's limit is being learned (the
+			// upstream may just be down): only when all are full.
+			waiting()
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release gives back pc's stream; a connection left with none is closed,
+// but for the first.
+func (p *connPool) release(pc *pooledConn) {
+	p.mu.Lock()
+	pc.streams--
+	var idle *grpc.ClientConn
+	if pc.streams == 0 && !p.closed && len(p.conns) > 0 && p.conns[0] != pc {
+		for i, o := range p.conns {
+			if o == pc {
+				p.conns = append(p.conns[:i], p.conns[i+1:]...)
+				idle = pc.cc
+				break
+			}
+		}
+	}
+	p.broadcastLocked()
+	p.mu.Unlock()
+	if idle != nil {
+		_ = idle.Close()
+	}
+}
+
+// releaseFirst gives back the stream New took to make the first
+// connection, which stays open.
+func (p *connPool) releaseFirst() {
+	p.mu.Lock()
+	p.conns[0].streams--
+	p.mu.Unlock()
+}
+
+// connections is how many connections are open.
+func (p *connPool) connections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+// close closes every connection; acquire fails from then on.
+func (p *connPool) close() error {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.conns = nil
+	p.broadcastLocked()
+	p.mu.Unlock()
+	var errs []error
+	for _, pc := range conns {
+		errs = append(errs, pc.cc.Close())
+	}
+	return errors.Join(errs...)
+}
