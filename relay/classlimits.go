@@ -47,6 +47,25 @@ func (s *deltaStream) deltaNamesLimitLocked(initial int) error {
 	return nil
 }
 
+// sotwNamesLimitLocked refuses a SotW request after which the stream would
+// be subscribed to more than limits.max_resource_names names over all its
+// types, as a delta stream is: one request's names are bounded by
+// checkNames, but a stream of many types holds the names of each. sub
+// replaces t's subscription; the other types count as they are (mu held).
+func (s *sotwStream) sotwNamesLimitLocked(t *sotwTypeSub, sub shard.Subscription) error {
+	max := s.srv.opts.MaxResourceNames
+	names := len(sub.Names)
+	for _, o := range s.types.all() {
+		if o != t && o.shard != nil {
+			names += len(o.shard.Sub.Names)
+		}
+	}
+	if names > max {
+		return status.Errorf(codes.ResourceExhausted, "resource_names: the stream would subscribe to %d names over its types, over the limit of %d (limits.max_resource_names)", names, max)
+	}
+	return nil
+}
+
 // trimMaybeLocked forgets names of the stream's maybe-held sets past max in
 // all. Only a client that unsubscribed more than max names while responses
 // were on their way loses anything: a name forgotten is not owed to a

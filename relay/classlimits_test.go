@@ -91,6 +91,22 @@ func TestDeltaStreamNamesLimit(t *testing.T) {
 	wantStatus(t, c.recvError(), codes.ResourceExhausted, "limits.max_resource_names")
 }
 
+// A SotW stream's names are bounded over its types as a delta stream's
+// are: each request is within limits.max_resource_names, and so is the sum
+// of the types' latest lists. A request replacing a type's names counts
+// once, not on top of the names it replaces.
+func TestSotWStreamNamesLimit(t *testing.T) {
+	h := newHarness(t)
+	h.srv.opts.MaxResourceNames = 10
+	c := h.ads(t)
+	c.subscribe(EndpointType, "e1", "e2", "e3", "e4", "e5", "e6")
+	c.fence()
+	c.subscribe(EndpointType, "e2", "e3", "e4", "e5", "e6", "e7") // still 6 + the fence
+	c.fence()
+	c.subscribe(RouteType, "r1", "r2", "r3", "r4") // 6 + the fence + 4 = 11
+	wantStatus(t, c.recvError(), codes.ResourceExhausted, "limits.max_resource_names")
+}
+
 // Names a delta client unsubscribes before it answered the response sending
 // them are remembered (it may hold them after all, see deltaTypeSub.maybe),
 // and count against limits.max_resource_names: a client churning names

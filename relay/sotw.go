@@ -118,6 +118,10 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 		}
 	}
 	sub, explicit := nextSubscription(t.explicitSeen, req.GetResourceNames())
+	if err := s.sotwNamesLimitLocked(t, sub); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	t.explicitSeen = explicit
 	old := t.shard
 	changed := first || old == nil || !old.Sub.Equal(sub)

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-func mustClassifier(t *testing.T, rules []Rule) *Classifier {
+func mustClassifier(t testing.TB, rules []Rule) *Classifier {
 	t.Helper()
 	c, err := NewClassifier(rules)
 	if err != nil {

@@ -248,7 +248,7 @@ func (t *table) union(liveOnly bool) unionSize {
 	}
 	if !liveOnly {
 		return unionSize{names: len(t.byName), payload: t.namePayload, wildcard: len(t.wildcards) > 0,
-			has: func(n string) bool { return t.byName[n] != nil }}
+			has: func(n string) bool { _, ok := t.byName[n]; return ok }}
 	}
 	live := map[string]struct{}{}
 	u := unionSize{has: func(n string) bool { _, ok := live[n]; return ok }}

@@ -43,8 +43,8 @@ type table struct {
 	shadowed    map[string]shadowedResource
 	shadowSweep bool
 
-	shards    map[Key][]*Shard // a slice only to survive hash collisions
-	byName    map[string]map[*Shard]struct{}
+	shards    map[Key][]*Shard    // a slice only to survive hash collisions
+	byName    map[string]shardSet // never an empty set
 	wildcards map[*Shard]struct{}
 	// namePayload is the sum of nameBytes over byName: the union's names
 	// as the upstream request carries them (see Limits).
@@ -60,7 +60,7 @@ func newTable(typeURL string) *table {
 		fullState: FullState(typeURL),
 		aliases:   map[string]string{},
 		shards:    map[Key][]*Shard{},
-		byName:    map[string]map[*Shard]struct{}{},
+		byName:    map[string]shardSet{},
 		wildcards: map[*Shard]struct{}{},
 		pending:   pendingNames{},
 	}
@@ -86,15 +86,13 @@ func (t *table) add(s *Shard) (interestChanged bool) {
 		t.wildcards[s] = struct{}{}
 	}
 	for _, n := range s.Sub.Names {
-		set := t.byName[n]
-		if set == nil {
-			set = map[*Shard]struct{}{}
-			t.byName[n] = set
+		set, held := t.byName[n]
+		if !held {
 			t.namePayload += nameBytes(n)
 			interestChanged = true
 			t.markPending(n)
 		}
-		set[s] = struct{}{}
+		t.byName[n] = set.with(s)
 	}
 	return interestChanged
 }
@@ -145,8 +143,10 @@ func (t *table) remove(s *Shard) (interestChanged bool) {
 	}
 	t.byNamePeak = max(t.byNamePeak, len(t.byName))
 	for _, n := range s.Sub.Names {
-		delete(t.byName[n], s)
-		if len(t.byName[n]) == 0 {
+		set := t.byName[n].without(s)
+		if !set.empty() {
+			t.byName[n] = set
+		} else {
 			delete(t.byName, n)
 			t.namePayload -= nameBytes(n)
 			interestChanged = true
@@ -220,7 +220,7 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 	t.pendingPeak = max(t.pendingPeak, len(t.pending))
 	for n := range t.pending {
 		if !sub.Has(n) {
-			if t.byName[n] == nil {
+			if _, named := t.byName[n]; !named {
 				// Not asked for any more, and no shard waits for it: its
 				// answer would be dropped anyway.
 				delete(t.pending, n)
@@ -419,9 +419,7 @@ func (t *table) needed(r *Resource, sub Subscription) bool {
 func (t *table) affected(names []string) map[*Shard]struct{} {
 	out := maps.Clone(t.wildcards)
 	for _, n := range names {
-		for s := range t.byName[n] {
-			out[s] = struct{}{}
-		}
+		t.byName[n].addTo(out)
 	}
 	return out
 }
