@@ -94,6 +94,12 @@ func (z *sotwFuzz) request(in *fuzzBytes) bool {
 	if r1&0x80 != 0 {
 		req.ErrorDetail = statusProto("fuzz: rejected")
 	}
+	if code == codes.OK && !z.stale(m, req.ResponseNonce) && z.namesAfter(typeURL, names) > z.maxNames {
+		// limits.max_resource_names bounds a SotW stream's names across
+		// its types too; a stale request changes nothing, so is not
+		// counted.
+		code, why = codes.ResourceExhausted, "stream subscribed to too many names"
+	}
 
 	handleFuzz(z.streamFuzz, z.tr, req, code, why)
 	if code != codes.OK {
@@ -104,7 +110,7 @@ func (z *sotwFuzz) request(in *fuzzBytes) bool {
 	if first {
 		m = &sotwFuzzType{}
 		z.types[typeURL] = m
-	} else if n := len(m.nonces); n > 0 && req.ResponseNonce != m.nonces[n-1] {
+	} else if z.stale(m, req.ResponseNonce) {
 		// Stale: ignored, subscription changes included; but names set
 		// end the legacy wildcard all the same.
 		m.explicitSeen = m.explicitSeen || len(names) > 0
@@ -360,3 +366,26 @@ const (
 	fzNonceAny = 3 << 5 // the last of any type
 	fzNACK     = 0x80
 )
+
+// stale reports whether a request of a type the client has (m; nil: a new
+// type) answers an older response than the type's last: the server ignores
+// it.
+func (z *sotwFuzz) stale(m *sotwFuzzType, nonce string) bool {
+	if m == nil {
+		return false
+	}
+	n := len(m.nonces)
+	return n > 0 && nonce != m.nonces[n-1]
+}
+
+// namesAfter is the number of names the stream would be subscribed to over
+// all its types once typeURL's subscription is the one names ask for.
+func (z *sotwFuzz) namesAfter(typeURL string, names []string) int {
+	total := len(shard.NewSubscription(names, false).Names)
+	for t, m := range z.types {
+		if t != typeURL {
+			total += len(m.sub.Names)
+		}
+	}
+	return total
+}
