@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -251,13 +251,11 @@ func (t *telemetry) opt(kv ...string) *labels {
 	return l
 }
 
-// typeLabel bounds the type label: the xDS types by short name, anything
-// else a client may invent on ADS as "other".
+// typeLabel bounds the type label: the registered types by their Label,
+// anything else a client may invent on ADS as "other".
 func typeLabel(typeURL string) string {
-	switch typeURL {
-	case relay.ListenerType, relay.RouteType, relay.ScopedRouteType, relay.ClusterType, relay.EndpointType,
-		relay.SecretType, relay.RuntimeType, relay.VirtualHostType:
-		return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
+	if t := xdstype.Lookup(typeURL); t != nil {
+		return t.Label
 	}
 	return "other"
 }

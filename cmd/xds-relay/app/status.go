@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 	"github.com/xds-relay/xds-relay/upstream"
 )
 
@@ -396,24 +397,11 @@ func stateBadge(state string) string {
 	}
 }
 
-// shortTypes are the usual names of the xDS types.
-var shortTypes = map[string]string{
-	"type.googleapis.com/envoy.config.cluster.v3.Cluster":                                     "CDS",
-	"type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment":                      "EDS",
-	"type.googleapis.com/envoy.config.listener.v3.Listener":                                   "LDS",
-	"type.googleapis.com/envoy.config.route.v3.RouteConfiguration":                            "RDS",
-	"type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration":                      "SRDS",
-	"type.googleapis.com/envoy.config.route.v3.VirtualHost":                                   "VHDS",
-	"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret":                    "SDS",
-	"type.googleapis.com/envoy.service.runtime.v3.Runtime":                                    "RTDS",
-	"type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig":                           "ECDS",
-	"type.googleapis.com/envoy.extensions.filters.network.thrift_proxy.v3.RouteConfiguration": "Thrift RDS",
-}
-
-// shortType names a type URL briefly: CDS, EDS, … or the message name.
+// shortType names a type URL briefly: a registered type by its usual name
+// (CDS, EDS, …), another by its message name.
 func shortType(typeURL string) string {
-	if s, ok := shortTypes[typeURL]; ok {
-		return s
+	if t := xdstype.Lookup(typeURL); t != nil {
+		return t.Short
 	}
 	if i := strings.LastIndexAny(typeURL, "./"); i >= 0 && i+1 < len(typeURL) {
 		return typeURL[i+1:]
