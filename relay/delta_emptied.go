@@ -3,6 +3,7 @@ package relay
 import (
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // ClusterLoadAssignment's endpoint fields: endpoints and named_endpoints.
@@ -27,7 +28,7 @@ func emptiedAssignment(r *shard.Resource) bool {
 // emptied ClusterLoadAssignment (the version its base lists, not
 // overridden).
 func (d *deltaTypeSub) heldEmptied(name string) bool {
-	if d.typeURL != shard.EndpointType || d.base == nil {
+	if d.typeURL != xdstype.Endpoint.URL || d.base == nil {
 		return false
 	}
 	if _, over := d.over[name]; over {

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // Children before parents. A delta client holding a Cluster and its
@@ -39,7 +39,7 @@ type removalGate struct {
 // removal of d's type waits (mu held).
 func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 	wait := s.srv.opts.ParentRemovalWait
-	ct := shard.ChildType(d.typeURL)
+	ct := xdstype.ChildType(d.typeURL)
 	if wait <= 0 || ct == "" {
 		return removalGate{}, false
 	}

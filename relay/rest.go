@@ -18,27 +18,23 @@ import (
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
-
-	// The resource types REST responses can be rendered as JSON for (as
-	// resources or nested typed_config): protojson must resolve every Any.
-	// A response holding another type answers 500.
-	_ "github.com/xds-relay/xds-relay/upstream/xdstypes" // the Envoy types it decodes
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // MaxRESTBody bounds the DiscoveryRequest body of a REST poll.
 const MaxRESTBody = 1 << 20
 
 // restPaths maps the REST-JSON endpoints (xds-api-endpoints "REST
-// endpoints") to the type URL each serves.
-var restPaths = map[string]string{
-	"/v3/discovery:clusters":      ClusterType,
-	"/v3/discovery:endpoints":     EndpointType,
-	"/v3/discovery:listeners":     ListenerType,
-	"/v3/discovery:routes":        RouteType,
-	"/v3/discovery:secrets":       SecretType,
-	"/v3/discovery:runtime":       RuntimeType,
-	"/v3/discovery:scoped-routes": ScopedRouteType,
-}
+// endpoints") to the type URL each serves: the registered types' RESTPath.
+var restPaths = func() map[string]string {
+	m := map[string]string{}
+	for _, t := range xdstype.All() {
+		if t.RESTPath != "" {
+			m[t.RESTPath] = t.URL
+		}
+	}
+	return m
+}()
 
 // RESTHandler serves REST-JSON polling (spec "REST-JSON polling
 // subscriptions"): POST /v3/discovery:{clusters,endpoints,listeners,routes,
@@ -256,14 +252,16 @@ func restSendable(sh *shard.Shard, clientVersion string) *shard.Response {
 	if cur == nil || cur.Version == clientVersion {
 		return nil
 	}
-	if len(cur.Names) == 0 && !shard.FullState(sh.TypeURL) {
+	if len(cur.Names) == 0 && !xdstype.FullState(sh.TypeURL) {
 		return nil
 	}
 	return cur
 }
 
 // restJSON renders a nonce-less SotW DiscoveryResponse body in the proto3
-// JSON mapping.
+// JSON mapping. protojson must resolve every Any, as resource or nested
+// typed_config: package xdstype links in the types it can; a response
+// holding another one answers 500.
 func restJSON(body []byte) ([]byte, error) {
 	resp := &discoveryv3.DiscoveryResponse{}
 	if err := proto.Unmarshal(body, resp); err != nil {

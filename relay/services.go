@@ -5,30 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
-	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
-	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
-	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/xds-relay/xds-relay/shard"
-)
-
-// Type URLs of the per-type services.
-const (
-	ListenerType    = shard.ListenerType
-	RouteType       = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-	ScopedRouteType = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
-	ClusterType     = shard.ClusterType
-	EndpointType    = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	SecretType      = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-	RuntimeType     = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
-	VirtualHostType = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // Stream variants, as reported in status.
@@ -45,20 +27,20 @@ type (
 )
 
 // services are the v3 xDS services the relay serves, each by its generated
-// description and the type URL its streams serve ("": ADS, every type).
-var services = []struct {
+// description and the type URL its streams serve ("": ADS, every type):
+// ADS, and the registered types' services.
+var services = func() []xdsService {
+	out := []xdsService{{&discoverygrpc.AggregatedDiscoveryService_ServiceDesc, ""}}
+	for _, t := range xdstype.All() {
+		out = append(out, xdsService{t.Service, t.URL})
+	}
+	return out
+}()
+
+// xdsService is one service of services.
+type xdsService struct {
 	desc    *grpc.ServiceDesc
 	typeURL string
-}{
-	{&discoverygrpc.AggregatedDiscoveryService_ServiceDesc, ""},
-	{&listenerservice.ListenerDiscoveryService_ServiceDesc, ListenerType},
-	{&routeservice.RouteDiscoveryService_ServiceDesc, RouteType},
-	{&routeservice.ScopedRoutesDiscoveryService_ServiceDesc, ScopedRouteType},
-	{&clusterservice.ClusterDiscoveryService_ServiceDesc, ClusterType},
-	{&endpointservice.EndpointDiscoveryService_ServiceDesc, EndpointType},
-	{&secretservice.SecretDiscoveryService_ServiceDesc, SecretType},
-	{&runtimeservice.RuntimeDiscoveryService_ServiceDesc, RuntimeType},
-	{&routeservice.VirtualHostDiscoveryService_ServiceDesc, VirtualHostType},
 }
 
 // Register installs every v3 xDS service on g: SotW and delta, aggregated and

@@ -7,6 +7,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // sotwTransport is what a SotW stream needs of a gRPC stream; every
@@ -52,7 +53,7 @@ func (s *sotwStream) collectLocked(e queued[*sotwTypeSub]) (wire.Stamped, drop.R
 	if t.holds(e.resp) {
 		return wire.Stamped{}, drop.AlreadyHeld
 	}
-	if len(e.resp.Names) == 0 && !shard.FullState(t.typeURL) {
+	if len(e.resp.Names) == 0 && !xdstype.FullState(t.typeURL) {
 		// An empty response is a no-op for a SotW client of a type
 		// without full-state semantics (spec "Deleting Resources").
 		return wire.Stamped{}, drop.EmptyResponse

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // nextSubscription applies the SotW rules for resource_names (spec: "How the
@@ -59,7 +60,7 @@ func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion str
 	sub := t.shard.Sub
 	switch {
 	case first:
-		if sub.Wildcard && len(sub.Names) == 0 && shard.FullState(t.typeURL) && clientVersion != "" {
+		if sub.Wildcard && len(sub.Names) == 0 && xdstype.FullState(t.typeURL) && clientVersion != "" {
 			t.sentVersion, t.claimed = clientVersion, true
 		} else {
 			t.force = true
