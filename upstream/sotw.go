@@ -14,6 +14,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // sotwTypeState is what one SotW stream asked for, and was answered, for a
@@ -227,7 +228,7 @@ func (ss *sotwSession) handle(b []byte) (ok bool, err error) {
 		ss.cancelDeferred(ts)
 	}
 	ctx, end := ss.traceResponse(resp.TypeURL, resp.VersionInfo, len(resp.Resources))
-	replace := shard.FullState(resp.TypeURL)
+	replace := xdstype.FullState(resp.TypeURL)
 	// A response over the key is rejected unvalidated (msgsize.go).
 	var beats []shard.HeartbeatEntry
 	verr := oversized(len(b), ss.maxMsg)

@@ -13,7 +13,7 @@ import (
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
-	"github.com/xds-relay/xds-relay/upstream/xdstypes"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // RejectError is a response the relay NACKs: the upstream is alive but sent
@@ -116,8 +116,12 @@ func (v *validator) resourcesInto(typeURL string, cands []candidate, out []*shar
 	return out, nil
 }
 
-// messageType is typeURL's message type, nil when the relay does not know it.
+// messageType is typeURL's message type: a registered type's, else any
+// linked in; nil when the relay does not know it.
 func messageType(typeURL string) protoreflect.MessageType {
+	if t := xdstype.Lookup(typeURL); t != nil {
+		return t.Message
+	}
 	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL); err == nil {
 		return mt
 	}
@@ -159,8 +163,8 @@ func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i
 		if err := proto.Unmarshal(value, msg); err != nil {
 			return nil, reject("resources[%d] %q: undecodable %s: %v", i, name, shortType(typeURL), err)
 		}
-		if shard.ChildType(typeURL) != "" {
-			children = xdstypes.Children(msg)
+		if t := xdstype.Lookup(typeURL); t != nil && t.Children != nil {
+			children = t.Children(msg)
 		}
 	}
 	// Copy: raw aliases the whole received message, which must not stay

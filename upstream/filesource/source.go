@@ -23,14 +23,15 @@ import (
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 
-	// The resource types files may hold (as resources or nested typed_config).
-	// A type outside this list is a load error: protojson cannot resolve it.
-	"github.com/xds-relay/xds-relay/upstream/xdstypes" // also registers the Envoy types it decodes
+	// The resource types files may hold (as resources or nested typed_config)
+	// are those xdstype links in. Another type is a load error: protojson
+	// cannot resolve it.
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // typePrefix is the prefix of the canonical type URL every resource is
 // installed under, whatever prefix its "@type" used.
-const typePrefix = "type.googleapis.com/"
+const typePrefix = xdstype.URLPrefix
 
 // Status describes the source, for the admin endpoint.
 type Status struct {
@@ -327,26 +328,11 @@ func (s *Source) failed(err error, at time.Time) {
 }
 
 // applyOrder sorts type URLs so that what a resource refers to is pushed
-// before it: secrets, clusters, endpoints, listeners, routes, then the rest
-// by name.
+// before it: by xdstype.ApplyOrder (secrets, clusters, endpoints, listeners,
+// routes, then the rest), then by name.
 func applyOrder(typeURLs []string) []string {
-	rank := func(t string) int {
-		switch t {
-		case typePrefix + "envoy.extensions.transport_sockets.tls.v3.Secret":
-			return 0
-		case shard.ClusterType:
-			return 1
-		case typePrefix + "envoy.config.endpoint.v3.ClusterLoadAssignment":
-			return 2
-		case shard.ListenerType:
-			return 3
-		case typePrefix + "envoy.config.route.v3.RouteConfiguration":
-			return 4
-		}
-		return 5
-	}
 	slices.SortFunc(typeURLs, func(a, b string) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
+		if ra, rb := xdstype.ApplyOrder(a), xdstype.ApplyOrder(b); ra != rb {
 			return ra - rb
 		}
 		return strings.Compare(a, b)
@@ -461,8 +447,8 @@ func encode(a *anypb.Any) (typeURL string, r *shard.Resource, err error) {
 		return "", nil, err
 	}
 	var children []string
-	if shard.ChildType(typeURL) != "" {
-		children = xdstypes.Children(msg)
+	if t := xdstype.Lookup(typeURL); t != nil && t.Children != nil {
+		children = t.Children(msg)
 	}
 	return typeURL, shard.NewResource(name, encoded, dedup.ResourceHash(encoded), nil, children), nil
 }
