@@ -10,6 +10,7 @@ import (
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // dropRig drives streams by hand (no goroutines: each test says when a
@@ -41,7 +42,7 @@ func (r *dropRig) delta() (*deltaStream, *fuzzTransport[*deltaRequest]) {
 // apply sets resource "a" of typeURL to version v (Listener and Cluster:
 // the complete state).
 func (r *dropRig) apply(typeURL string, v int) {
-	r.class.Apply(typeURL, []*shard.Resource{resource(r.t, typeURL, "a", v)}, shard.FullState(typeURL))
+	r.class.Apply(typeURL, []*shard.Resource{resource(r.t, typeURL, "a", v)}, xdstype.FullState(typeURL))
 }
 
 // sotwInSync returns a SotW ADS stream subscribed to every Cluster, in

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // Shared machinery of FuzzSotWRequests and FuzzDeltaRequests: both decode
@@ -151,7 +152,7 @@ func newFuzzUpstream(t *testing.T, header byte, res *fuzzResources, class *shard
 // source, nor for full-state types, whose pending names would start grace
 // timers.
 func (u *fuzzUpstream) report(typeURL string, want shard.Subscription) {
-	if u.kind == fuzzFileSource || shard.FullState(typeURL) {
+	if u.kind == fuzzFileSource || xdstype.FullState(typeURL) {
 		return
 	}
 	u.reported[typeURL] = true
@@ -190,7 +191,7 @@ func (u *fuzzUpstream) step(in *fuzzBytes, o byte) {
 	case fuzzFileSource:
 		u.class.Apply(typeURL, rs, true)
 	case fuzzSotWUpstream:
-		u.class.Apply(typeURL, rs, shard.FullState(typeURL))
+		u.class.Apply(typeURL, rs, xdstype.FullState(typeURL))
 	case fuzzDeltaUpstream:
 		var removed []string
 		for range int(in.next() % 4) {

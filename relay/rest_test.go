@@ -20,6 +20,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // restPath is the REST endpoint of each type.
@@ -313,7 +314,7 @@ func TestRESTAllTypes(t *testing.T) {
 			r := resource(t, typeURL, "r", 1)
 			h.apply(typeURL, true, r)
 			var names []string
-			if !shard.FullState(typeURL) {
+			if !xdstype.FullState(typeURL) {
 				names = []string{"r"}
 			}
 			got := wantOK(t, poll(t, ts, typeURL, &request{Node: h.node, ResourceNames: names}), typeURL)

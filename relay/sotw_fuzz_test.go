@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // FuzzSotWRequests drives a real sotwStream through runStreamFuzz (which
@@ -149,7 +150,7 @@ func (z *sotwFuzz) request(in *fuzzBytes) bool {
 			m.forceOK = true
 		}
 	}
-	if first && wildcard && len(set) == 0 && shard.FullState(typeURL) && req.VersionInfo != "" {
+	if first && wildcard && len(set) == 0 && xdstype.FullState(typeURL) && req.VersionInfo != "" {
 		// A reconnecting client declares the version it holds.
 		if req.VersionInfo == z.reconnectV && z.reconnectC != nil {
 			m.held = maps.Clone(z.reconnectC)
@@ -268,7 +269,7 @@ func (z *sotwFuzz) checkSync() {
 	t := z.t
 	for typeURL, sc := range z.currents() { // checkSubscriptions: each has a model
 		m, cur := z.types[typeURL], sc.resp
-		if len(cur.Names) == 0 && !shard.FullState(typeURL) {
+		if len(cur.Names) == 0 && !xdstype.FullState(typeURL) {
 			continue // a no-op to tell
 		}
 		if m.held == nil {

@@ -127,10 +127,10 @@ func (r *Resource) UpstreamVersion() string {
 	return r.Rare.UpstreamVersion
 }
 
-// Children are the names of the resources of ChildType the resource refers
-// to (a Cluster's EDS service name, a Listener's RDS route config names),
-// recorded once per resource version by the source that decoded it; nil
-// when none or not known. Read-only.
+// Children are the names of the resources of its type's Child
+// (xdstype.Type) the resource refers to (a Cluster's EDS service name, a
+// Listener's RDS route config names), recorded once per resource version by
+// the source that decoded it; nil when none or not known. Read-only.
 func (r *Resource) Children() []string {
 	switch {
 	case r.Rare != nil && r.Rare.children != nil:

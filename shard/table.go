@@ -5,18 +5,9 @@ import (
 	"slices"
 	"sync"
 	"time"
-)
 
-// Well-known type URLs with state-of-the-world "full state" semantics: every
-// response carries all resources, and absence means deletion.
-const (
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
-
-// FullState reports whether SotW responses of typeURL carry the complete set
-// of resources (Listener and Cluster, per the xDS spec).
-func FullState(typeURL string) bool { return typeURL == ListenerType || typeURL == ClusterType }
 
 // table is one class's state for one type URL: the resources learned from the
 // upstream and the shards that select from them.
@@ -57,7 +48,7 @@ type table struct {
 func newTable(typeURL string) *table {
 	return &table{
 		typeURL:   typeURL,
-		fullState: FullState(typeURL),
+		fullState: xdstype.FullState(typeURL),
 		aliases:   map[string]string{},
 		shards:    map[Key][]*Shard{},
 		byName:    map[string]shardSet{},

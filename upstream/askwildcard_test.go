@@ -10,6 +10,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // TestAskWildcardBehindADSModeSnapshot: go-control-plane's snapshot cache in
@@ -29,7 +30,7 @@ func TestAskWildcardBehindADSModeSnapshot(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(cp.Stop)
-			if err := cp.Set(shard.ClusterType); err != nil { // the type exists, empty
+			if err := cp.Set(xdstype.Cluster.URL); err != nil { // the type exists, empty
 				t.Fatal(err)
 			}
 			c, err := New(Config{Address: cp.Addr, RelayID: "relay-under-test", Delta: delta, AskWildcard: true,
@@ -40,13 +41,13 @@ func TestAskWildcardBehindADSModeSnapshot(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 			c1 := newServedLog()
-			subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"c1"}, false), c1)
+			subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"c1"}, false), c1)
 			c1.await(t, "c1 as absent", holds())
 
-			if err := cp.Set(shard.ClusterType, xdstest.Resource(shard.ClusterType, "c3", 1)); err != nil {
+			if err := cp.Set(xdstype.Cluster.URL, xdstest.Resource(xdstype.Cluster.URL, "c3", 1)); err != nil {
 				t.Fatal(err)
 			}
-			if err := cp.Set(shard.ClusterType, xdstest.Resource(shard.ClusterType, "c3", 1), xdstest.Resource(shard.ClusterType, "c1", 2)); err != nil {
+			if err := cp.Set(xdstype.Cluster.URL, xdstest.Resource(xdstype.Cluster.URL, "c3", 1), xdstest.Resource(xdstype.Cluster.URL, "c1", 2)); err != nil {
 				t.Fatal(err)
 			}
 			c1.await(t, "c1 once created", holds("c1"))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // TestDeltaNewStreamClaimsNamesItLacks: a ClusterLoadAssignment the class
@@ -22,27 +23,27 @@ import (
 // snapshot-ads-delta-crossed-resubscribe.json, seed 8003038).
 func TestDeltaNewStreamClaimsNamesItLacks(t *testing.T) {
 	cp := startCP(t, xdstest.SnapshotADS)
-	if err := cp.Set(shard.EndpointType, xdstest.Resource(shard.EndpointType, "a", 1)); err != nil {
+	if err := cp.Set(xdstype.Endpoint.URL, xdstest.Resource(xdstype.Endpoint.URL, "a", 1)); err != nil {
 		t.Fatal(err)
 	}
 	class := newCPClass(t, cp, true, nil)
 	first := newServedLog()
-	sh := subscribe(t, class, shard.EndpointType, shard.NewSubscription([]string{"a"}, false), first)
+	sh := subscribe(t, class, xdstype.Endpoint.URL, shard.NewSubscription([]string{"a"}, false), first)
 	first.await(t, "a", holds("a"))
 
 	class.Unsubscribe(sh, first) // -[a]: the class drops a
 	awaitDeltaRequest(t, cp, func(r *deltaRequest) bool {
-		return r.typeURL == shard.EndpointType && slices.Equal(r.unsub, []string{"a"})
+		return r.typeURL == xdstype.Endpoint.URL && slices.Equal(r.unsub, []string{"a"})
 	})
-	awaitDropped(t, class, shard.EndpointType)
-	if err := cp.Delete(shard.EndpointType, "a"); err != nil {
+	awaitDropped(t, class, xdstype.Endpoint.URL)
+	if err := cp.Delete(xdstype.Endpoint.URL, "a"); err != nil {
 		t.Fatal(err)
 	}
 
 	again := newServedLog()
-	subscribe(t, class, shard.EndpointType, shard.NewSubscription([]string{"a"}, false), again)
+	subscribe(t, class, xdstype.Endpoint.URL, shard.NewSubscription([]string{"a"}, false), again)
 	r := awaitDeltaRequest(t, cp, func(r *deltaRequest) bool {
-		return r.typeURL == shard.EndpointType && slices.Equal(r.sub, []string{"a"})
+		return r.typeURL == xdstype.Endpoint.URL && slices.Equal(r.sub, []string{"a"})
 	})
 	if want := map[string]string{"a": ""}; !maps.Equal(r.initial, want) {
 		t.Fatalf("the new stream's first request claims %v, want %v: a name the class lacks is claimed at no version", r.initial, want)

@@ -6,6 +6,7 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // TestDeltaSubscriptionChangesCarryNoNonce: a delta request that is not an
@@ -15,8 +16,8 @@ import (
 func TestDeltaSubscriptionChangesCarryNoNonce(t *testing.T) {
 	w := nopWatcher{}
 	_, class, _, ds := startDeltaCDS(t, w)
-	wantReq(t, ds.request(t), shard.ClusterType, []string{"*"}, nil)
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", SystemVersionInfo: "v1",
+	wantReq(t, ds.request(t), xdstype.Cluster.URL, []string{"*"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n1", SystemVersionInfo: "v1",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
 		t.Fatalf("ACK = %v, want nonce n1", ack)
@@ -39,9 +40,9 @@ func TestDeltaSubscriptionChangesCarryNoNonce(t *testing.T) {
 	if r.GetResponseNonce() != "" {
 		t.Fatalf("unsubscription %v carries a nonce", r)
 	}
-	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"b"}, false), w)
+	named := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"b"}, false), w)
 	r = ds.request(t)
-	wantReq(t, r, shard.ClusterType, []string{"b"}, nil)
+	wantReq(t, r, xdstype.Cluster.URL, []string{"b"}, nil)
 	if r.GetResponseNonce() != "" {
 		t.Fatalf("subscription change %v carries a nonce", r)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // fastBackoff reconnects at once.
@@ -38,19 +39,19 @@ func TestDeltaReconnectSendsInitialResourceVersions(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	c, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
-	cds := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	cds := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, w)
 	ds := srv.next(t)
-	wantReq(t, ds.request(t), shard.ClusterType, []string{"*"}, nil)
+	wantReq(t, ds.request(t), xdstype.Cluster.URL, []string{"*"}, nil)
 	eds := subscribe(t, class, edsType, shard.NewSubscription([]string{"x", "y"}, false), w)
 	wantReq(t, ds.request(t), edsType, []string{"x", "y"}, nil)
 
 	for _, resp := range []*discoverygrpc.DeltaDiscoveryResponse{
-		{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1"), cluster(t, "c", "c1")}},
-		{TypeUrl: shard.ClusterType, Nonce: "n2", RemovedResources: []string{"b"}},
-		{TypeUrl: shard.ClusterType, Nonce: "n3", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a22")}},
+		{TypeUrl: xdstype.Cluster.URL, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1"), cluster(t, "c", "c1")}},
+		{TypeUrl: xdstype.Cluster.URL, Nonce: "n2", RemovedResources: []string{"b"}},
+		{TypeUrl: xdstype.Cluster.URL, Nonce: "n3", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a22")}},
 		{TypeUrl: edsType, Nonce: "n4", Resources: []*discoverygrpc.Resource{endpoints(t, "x", "x1")}},
-		{TypeUrl: shard.ClusterType, Nonce: "n5", Resources: []*discoverygrpc.Resource{cluster(t, "d", "d1")}},
-		{TypeUrl: shard.ClusterType, Nonce: "n6", RemovedResources: []string{"d"}},
+		{TypeUrl: xdstype.Cluster.URL, Nonce: "n5", Resources: []*discoverygrpc.Resource{cluster(t, "d", "d1")}},
+		{TypeUrl: xdstype.Cluster.URL, Nonce: "n6", RemovedResources: []string{"d"}},
 	} {
 		ds.send(t, resp)
 		if ack := ds.request(t); ack.GetResponseNonce() != resp.Nonce || ack.GetErrorDetail() != nil {
@@ -65,14 +66,14 @@ func TestDeltaReconnectSendsInitialResourceVersions(t *testing.T) {
 	ds.end <- status.Error(codes.Unavailable, "control plane restarting")
 	again := srv.next(t)
 	first := firstRequests(t, again, 2)
-	cr, er := first[shard.ClusterType], first[edsType]
+	cr, er := first[xdstype.Cluster.URL], first[edsType]
 	if cr == nil || er == nil {
 		t.Fatalf("first requests of the new stream: %v", first)
 	}
 	if cr.GetNode().GetId() != "relay-under-test" && er.GetNode().GetId() != "relay-under-test" {
 		t.Fatalf("no node on the new stream's first request: %v / %v", cr, er)
 	}
-	wantReq(t, cr, shard.ClusterType, []string{"*"}, nil)
+	wantReq(t, cr, xdstype.Cluster.URL, []string{"*"}, nil)
 	wantReq(t, er, edsType, []string{"x", "y"}, nil)
 	// The versions the server gave for what the relay still holds; neither
 	// b nor d (removed); y (never received) claimed at no version, so that
@@ -93,7 +94,7 @@ func TestDeltaReconnectSendsInitialResourceVersions(t *testing.T) {
 	}
 
 	// Updates on the new stream apply on top of the held state.
-	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1", RemovedResources: []string{"c"}})
+	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "m1", RemovedResources: []string{"c"}})
 	if ack := again.request(t); ack.GetResponseNonce() != "m1" {
 		t.Fatalf("ACK = %v", ack)
 	}
@@ -162,14 +163,14 @@ func TestDeltaReconnectDoesNotClaimDroppedResources(t *testing.T) {
 func TestDeltaReconnectAfterNACKKeepsGoodVersions(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newDeltaClient(t, addr, fastBackoff)
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ds := srv.next(t)
 	ds.request(t)
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1")}})
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1")}})
 	ds.request(t)
 	bad := cluster(t, "b", "b1")
 	bad.Name = "c"
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n2",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n2",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a2"), bad}, RemovedResources: []string{"zz"}})
 	if nack := ds.request(t); nack.GetErrorDetail() == nil {
 		t.Fatalf("want a NACK, got %v", nack)
@@ -199,13 +200,13 @@ func TestDeltaUnansweredFirstRequestIsResolvedAfterGrace(t *testing.T) {
 			w := nopWatcher{}
 			ds := srv.next(t)
 			if !tc.first {
-				subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), w)
-				wantReq(t, ds.request(t), shard.ClusterType, []string{"a"}, nil)
-				ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
+				subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), w)
+				wantReq(t, ds.request(t), xdstype.Cluster.URL, []string{"a"}, nil)
+				ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 				ds.request(t)
 			}
-			sh := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"never"}, false), w)
-			wantReq(t, ds.request(t), shard.ClusterType, []string{"never"}, nil)
+			sh := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"never"}, false), w)
+			wantReq(t, ds.request(t), xdstype.Cluster.URL, []string{"never"}, nil)
 			// The upstream never answers for "never".
 			deadline := time.Now().Add(shard.PendingGrace + 2*time.Second)
 			for sh.Current() == nil && time.Now().Before(deadline) {
@@ -270,11 +271,11 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 	c, class := newDeltaClient(t, addr, fastBackoff)
 	w := nopWatcher{}
 	named, _ := holdClustersAB(t, srv, class, w)
-	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	wild := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, w)
 	class.Unsubscribe(named, w)
 	again := srv.next(t) // the old stream ends without asking for "*"
 	r := again.request(t)
-	wantReq(t, r, shard.ClusterType, []string{"*"}, nil)
+	wantReq(t, r, xdstype.Cluster.URL, []string{"*"}, nil)
 	if st := c.Status()[0]; st.Reconnects != 0 || st.Restarts != (RestartCounts{Wildcard: 1}) {
 		t.Fatalf("status: %d reconnects, restarts %+v; want none and one wildcard restart", st.Reconnects, st.Restarts)
 	}
@@ -285,7 +286,7 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 		t.Fatalf("wildcard served %v before the new stream's answer", got.Names)
 	}
 	// b was deleted while the relay was asking: the new stream says so.
-	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1",
+	again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "m1",
 		Resources: []*discoverygrpc.Resource{cluster(t, "c", "c1")}, RemovedResources: []string{"b"}})
 	if ack := again.request(t); ack.GetResponseNonce() != "m1" {
 		t.Fatalf("want the ACK of m1, got %v", ack)
@@ -300,10 +301,10 @@ func TestDeltaWildcardAfterNamesOnNewStream(t *testing.T) {
 // the stream, the answer ACKed.
 func holdClustersAB(t *testing.T, srv scriptedDelta, class *shard.Class, w shard.Watcher) (*shard.Shard, *deltaStream) {
 	t.Helper()
-	ab := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), w)
+	ab := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a", "b"}, false), w)
 	ds := srv.next(t)
-	wantReq(t, ds.request(t), shard.ClusterType, []string{"a", "b"}, nil)
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+	wantReq(t, ds.request(t), xdstype.Cluster.URL, []string{"a", "b"}, nil)
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n1",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "a1"), cluster(t, "b", "b1")}})
 	if ack := ds.request(t); ack.GetResponseNonce() != "n1" {
 		t.Fatalf("want the ACK of n1, got %v", ack)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // sendGate holds the relay's next delta request that unsubscribes names,
@@ -80,19 +81,19 @@ func TestDeltaResubscribedDuringUnsubscriptionIsClaimed(t *testing.T) {
 			gate.armed.Store(true)
 			class.Unsubscribe(ab, w)
 			<-gate.entered // the relay is sending -[a b]
-			b := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"b"}, false), w)
+			b := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"b"}, false), w)
 			if got := names(b); !slices.Equal(got, []string{"b"}) {
 				t.Fatalf("[b] = %v, want [b] from the class's table", got)
 			}
 			gate.release <- tc.send
 			if tc.send == nil {
-				wantReq(t, ds.request(t), shard.ClusterType, nil, []string{"a", "b"})
+				wantReq(t, ds.request(t), xdstype.Cluster.URL, nil, []string{"a", "b"})
 			}
 
 			// Not "+[b]" on this stream: a new stream claiming b.
 			again := srv.next(t)
 			r := again.request(t)
-			wantReq(t, r, shard.ClusterType, []string{"b"}, nil)
+			wantReq(t, r, xdstype.Cluster.URL, []string{"b"}, nil)
 			if got, want := r.GetInitialResourceVersions(), map[string]string{"b": "b1"}; !maps.Equal(got, want) {
 				t.Fatalf("initial_resource_versions = %v, want %v: the class holds b", got, want)
 			}
@@ -100,7 +101,7 @@ func TestDeltaResubscribedDuringUnsubscriptionIsClaimed(t *testing.T) {
 				t.Fatalf("status: %d reconnects, restarts %+v; want %d and %+v", st.Reconnects, st.Restarts, tc.reconnects, tc.restarts)
 			}
 			// b was deleted meanwhile: the upstream reports it for the claim.
-			again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "m1", RemovedResources: []string{"b"}})
+			again.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "m1", RemovedResources: []string{"b"}})
 			if ack := again.request(t); ack.GetResponseNonce() != "m1" {
 				t.Fatalf("want the ACK of m1, got %v", ack)
 			}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 const edsType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
@@ -58,7 +59,7 @@ func startDeltaCDS(t *testing.T, w shard.Watcher) (*Client, *shard.Class, *shard
 	t.Helper()
 	srv, addr := startScriptedDelta(t)
 	c, class := newDeltaClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
-	cds := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, w)
+	cds := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, w)
 	return c, class, cds, srv.next(t)
 }
 
@@ -81,7 +82,7 @@ func TestDeltaSubscriptionDiffs(t *testing.T) {
 	if n := first.GetNode(); n.GetId() != "relay-under-test" || n.GetCluster() != "class-a" || n.GetUserAgentName() != "envoy" {
 		t.Fatalf("upstream node = %v, want the relay's id with the class's fields", n)
 	}
-	wantReq(t, first, shard.ClusterType, []string{"*"}, nil)
+	wantReq(t, first, xdstype.Cluster.URL, []string{"*"}, nil)
 	if len(first.GetInitialResourceVersions()) != 0 || first.GetResponseNonce() != "" {
 		t.Fatalf("first request of a new relay = %v, want no versions and no nonce", first)
 	}
@@ -114,10 +115,10 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 	c, class, sh, ds := startDeltaCDS(t, w)
 	ds.request(t)
 
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s1", Nonce: "n1",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, SystemVersionInfo: "s1", Nonce: "n1",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1"), cluster(t, "b", "1"), cluster(t, "c", "1")}})
 	ack := ds.request(t)
-	wantReq(t, ack, shard.ClusterType, nil, nil)
+	wantReq(t, ack, xdstype.Cluster.URL, nil, nil)
 	if ack.GetResponseNonce() != "n1" {
 		t.Fatalf("ACK = %v, want nonce n1", ack)
 	}
@@ -127,7 +128,7 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 	before := sh.Current().Resources[1]
 
 	// One changed, one removed: the rest is untouched.
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s2", Nonce: "n2",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, SystemVersionInfo: "s2", Nonce: "n2",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "22")}, RemovedResources: []string{"c"}})
 	if ack := ds.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
 		t.Fatalf("ACK = %v, want nonce n2", ack)
@@ -158,7 +159,7 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 		t.Fatalf("EDS shard after removal = %+v, want empty with x removed (absence known)", cur)
 	}
 	st := c.Status()
-	if len(st) != 1 || st[0].ACKs != 4 || st[0].NACKs != 0 || st[0].Versions[shard.ClusterType] != "s2" {
+	if len(st) != 1 || st[0].ACKs != 4 || st[0].NACKs != 0 || st[0].Versions[xdstype.Cluster.URL] != "s2" {
 		t.Fatalf("status = %+v", st)
 	}
 }
@@ -166,7 +167,7 @@ func TestDeltaUpdatesRemovalsAndACKs(t *testing.T) {
 func TestDeltaBadResponsesAreNACKed(t *testing.T) {
 	c, _, sh, ds := startDeltaCDS(t, nopWatcher{})
 	ds.request(t)
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "good0",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "good0",
 		Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 	ds.request(t)
 	good := sh.Current()
@@ -190,10 +191,10 @@ func TestDeltaBadResponsesAreNACKed(t *testing.T) {
 		"undecodable":   {cluster(t, "c", "1"), undecodable},
 	}
 	for _, nonce := range slices.Sorted(maps.Keys(bad)) {
-		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: nonce, Resources: bad[nonce],
+		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: nonce, Resources: bad[nonce],
 			RemovedResources: []string{"a"}})
 		nack := ds.request(t)
-		if nack.GetErrorDetail() == nil || nack.GetErrorDetail().GetMessage() == "" || nack.GetResponseNonce() != nonce || nack.GetTypeUrl() != shard.ClusterType {
+		if nack.GetErrorDetail() == nil || nack.GetErrorDetail().GetMessage() == "" || nack.GetResponseNonce() != nonce || nack.GetTypeUrl() != xdstype.Cluster.URL {
 			t.Fatalf("%s: want a NACK of nonce %q with error_detail, got %v", nonce, nonce, nack)
 		}
 		if len(nack.GetResourceNamesSubscribe()) != 0 || len(nack.GetResourceNamesUnsubscribe()) != 0 {
@@ -206,7 +207,7 @@ func TestDeltaBadResponsesAreNACKed(t *testing.T) {
 	}
 
 	// The stream still works: the next good response is installed.
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "good1",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "good1",
 		Resources: []*discoverygrpc.Resource{cluster(t, "b", "1")}, RemovedResources: []string{"a"}})
 	if ack := ds.request(t); ack.GetErrorDetail() != nil || ack.GetResponseNonce() != "good1" {
 		t.Fatalf("want the ACK of good1, got %v", ack)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // The upstream's drop sites, one test per reason. Every deferred reply waits
@@ -28,7 +29,7 @@ func dropsClass(t *testing.T, addr string, delta bool) *drop.Counters {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	subscribe(t, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"}), shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	subscribe(t, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"}), xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	return drops
 }
 
@@ -84,7 +85,7 @@ func TestDropsUpstreamRejected(t *testing.T) {
 	})
 	t.Run("delta", func(t *testing.T) {
 		ds, drops := deltaDrops(t)
-		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n1",
 			Resources: []*discoverygrpc.Resource{cluster(t, "a", "1"), cluster(t, "a", "2")}})
 		wantReply(t, ds.request(t), "n1", true)
 		wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamRejected: 1})
@@ -105,7 +106,7 @@ func TestDropsUpstreamUnsubscribed(t *testing.T) {
 		ds, drops := deltaDrops(t)
 		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: edsType, Nonce: "e1",
 			Resources: []*discoverygrpc.Resource{endpoints(t, "a", "1")}})
-		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1",
+		ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n1",
 			Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 		wantReply(t, ds.request(t), "n1", false)
 		wantDrops(t, drops, map[drop.Reason]uint64{drop.UpstreamUnsubscribed: 1})

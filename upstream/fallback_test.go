@@ -13,6 +13,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // servedLog records every response a shard is given, in order.
@@ -101,9 +102,9 @@ func startCP(t *testing.T, kind string) *xdstest.ControlPlane {
 	t.Cleanup(cp.Stop)
 	var rs []types.Resource
 	for _, n := range []string{"a", "b", "c"} {
-		rs = append(rs, xdstest.Resource(shard.ClusterType, n, 1))
+		rs = append(rs, xdstest.Resource(xdstype.Cluster.URL, n, 1))
 	}
-	if err := cp.Set(shard.ClusterType, rs...); err != nil {
+	if err := cp.Set(xdstype.Cluster.URL, rs...); err != nil {
 		t.Fatal(err)
 	}
 	return cp
@@ -130,7 +131,7 @@ func cdsRequests(cp *xdstest.ControlPlane) []*discoverygrpc.DiscoveryRequest {
 	sotw, _ := cp.Requests()
 	var out []*discoverygrpc.DiscoveryRequest
 	for _, r := range sotw {
-		if r.GetTypeUrl() == shard.ClusterType {
+		if r.GetTypeUrl() == xdstype.Cluster.URL {
 			out = append(out, r)
 		}
 	}
@@ -147,15 +148,15 @@ func TestNamesIgnoredFallsBackToWildcard(t *testing.T) {
 	m := &countingMetrics{}
 	class := newCPClass(t, cp, false, m)
 	a, x := newServedLog(), newServedLog()
-	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), a)
-	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"x"}, false), x)
+	subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), a)
+	subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"x"}, false), x)
 
 	served := a.await(t, "cluster a", holds("a"))
 	if !slices.EqualFunc(served, [][]string{{"a"}}, slices.Equal[[]string]) {
 		t.Fatalf("shard [a] served %v, want [[a]]: a exists", served)
 	}
 	x.await(t, "x as absent", holds())
-	if got := m.ignoredFor(shard.ClusterType); got != 1 {
+	if got := m.ignoredFor(xdstype.Cluster.URL); got != 1 {
 		t.Fatalf("fallbacks counted %d, want 1", got)
 	}
 	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartNamesIgnored) != 1 {
@@ -168,7 +169,7 @@ func TestNamesIgnoredFallsBackToWildcard(t *testing.T) {
 
 	// The class keeps the type current from the wildcard: a change of a is
 	// served.
-	if err := cp.Set(shard.ClusterType, xdstest.Resource(shard.ClusterType, "a", 2)); err != nil {
+	if err := cp.Set(xdstype.Cluster.URL, xdstest.Resource(xdstype.Cluster.URL, "a", 2)); err != nil {
 		t.Fatal(err)
 	}
 	a.awaitMore(t, "a's second generation", len(served))
@@ -182,11 +183,11 @@ func TestNamesIgnoredSurvivesReconnect(t *testing.T) {
 	m := &countingMetrics{}
 	class := newCPClass(t, cp, false, m)
 	a := newServedLog()
-	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), a)
+	subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), a)
 	a.await(t, "cluster a", holds("a"))
 
 	cp.Down()
-	if err := cp.Set(shard.ClusterType, xdstest.Resource(shard.ClusterType, "a", 2)); err != nil {
+	if err := cp.Set(xdstype.Cluster.URL, xdstest.Resource(xdstype.Cluster.URL, "a", 2)); err != nil {
 		t.Fatal(err)
 	}
 	before := len(cdsRequests(cp))
@@ -199,7 +200,7 @@ func TestNamesIgnoredSurvivesReconnect(t *testing.T) {
 			t.Fatalf("CDS request %v of the new stream names clusters; want the legacy wildcard", r)
 		}
 	}
-	if got := m.ignoredFor(shard.ClusterType); got != 1 {
+	if got := m.ignoredFor(xdstype.Cluster.URL); got != 1 {
 		t.Fatalf("fallbacks counted %d, want 1 (the new stream asks for the wildcard at once)", got)
 	}
 	if restarts, _ := m.counts(); restarts != 1 || m.restartsFor(RestartNamesIgnored) != 1 {
@@ -227,7 +228,7 @@ func TestNamesAnsweredNoFallback(t *testing.T) {
 			m := &countingMetrics{}
 			class := newCPClass(t, cp, tc.delta, m)
 			a, x := newServedLog(), newServedLog()
-			subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), a)
+			subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), a)
 			if served := a.await(t, "cluster a", holds("a")); !slices.EqualFunc(served, [][]string{{"a"}}, slices.Equal[[]string]) {
 				t.Fatalf("shard [a] served %v, want [[a]]", served)
 			}
@@ -235,9 +236,9 @@ func TestNamesAnsweredNoFallback(t *testing.T) {
 			// lacks it); it is served as absent once the upstream answers (or
 			// after PendingGrace when it stays silent), and no fallback
 			// engages: the stream was answered.
-			subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"x"}, false), x)
+			subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"x"}, false), x)
 			x.await(t, "x as absent", holds())
-			if got := m.ignoredFor(shard.ClusterType); got != 0 {
+			if got := m.ignoredFor(xdstype.Cluster.URL); got != 0 {
 				t.Fatalf("fallbacks counted %d, want 0: the upstream answers names", got)
 			}
 			sotw, delta := cp.Requests()

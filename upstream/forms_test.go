@@ -15,6 +15,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // countingMetrics counts the upstream events.
@@ -88,15 +89,15 @@ func TestSotWWildcardIsAskedAlone(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newFormsClass(t, addr, Backoff{Initial: time.Hour, Max: time.Hour}, NopMetrics{})
 	// One client asks for ["*", "a"] itself.
-	mixed := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"*", "a"}, false), nopWatcher{})
+	mixed := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"*", "a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	if r := ss.request(t); len(r.GetResourceNames()) != 0 {
 		t.Fatalf("first request %v, want the legacy wildcard (no names)", r)
 	}
 	respondClusters(t, ss, "v1", "n1", "a", "b", "c")
 	wantACK(t, ss.request(t), "v1", "n1")
-	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"d"}, false), nopWatcher{})
-	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	named := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"d"}, false), nopWatcher{})
+	wild := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss.quiet(t, 100*time.Millisecond) // the wildcard covers d
 	if got := names(wild); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("wildcard shard holds %v, want [a b c]", got)
@@ -136,7 +137,7 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
 
-	named := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	named := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a"}) {
 		t.Fatalf("first request %v, want CDS [a]", r)
@@ -144,10 +145,10 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 	respondClusters(t, ss, "v1", "n1", "a")
 	wantACK(t, ss.request(t), "v1", "n1")
 
-	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	wild := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	again := srv.next(t)
 	r := again.request(t)
-	if r.GetTypeUrl() != shard.ClusterType || len(r.GetResourceNames()) != 0 || r.GetVersionInfo() != "" || r.GetResponseNonce() != "" {
+	if r.GetTypeUrl() != xdstype.Cluster.URL || len(r.GetResourceNames()) != 0 || r.GetVersionInfo() != "" || r.GetResponseNonce() != "" {
 		t.Fatalf("new stream's request %v, want a legacy wildcard CDS request at no version", r)
 	}
 	if r.GetNode().GetId() != "relay-under-test" {
@@ -171,7 +172,7 @@ func TestSotWWildcardAfterNamesRestartsStream(t *testing.T) {
 		t.Fatalf("status %+v: a wildcard restart is no failure, counted in restarts", st[0])
 	}
 	// The wildcard is now held: names joining and leaving are covered by it.
-	more := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"z"}, false), nopWatcher{})
+	more := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"z"}, false), nopWatcher{})
 	class.Unsubscribe(more, nopWatcher{})
 	again.quiet(t, 100*time.Millisecond)
 }
@@ -185,7 +186,7 @@ func TestSotWRepeatingUpstreamIsNotAnsweredAtOnce(t *testing.T) {
 	srv, addr := startScripted(t)
 	m := &countingMetrics{}
 	class := newFormsClass(t, addr, Backoff{Initial: 100 * time.Millisecond, Max: 400 * time.Millisecond}, m)
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss := srv.next(t)
 
 	ab := []*anypb.Any{xdstest.MustAny(t, &clusterv3.Cluster{Name: "a"}), xdstest.MustAny(t, &clusterv3.Cluster{Name: "b"})}
@@ -204,7 +205,7 @@ func TestSotWRepeatingUpstreamIsNotAnsweredAtOnce(t *testing.T) {
 					return
 				}
 				n++
-				resp := &discoverygrpc.DiscoveryResponse{VersionInfo: "v1", Nonce: strconv.Itoa(n), TypeUrl: shard.ClusterType, Resources: ab}
+				resp := &discoverygrpc.DiscoveryResponse{VersionInfo: "v1", Nonce: strconv.Itoa(n), TypeUrl: xdstype.Cluster.URL, Resources: ab}
 				if n%2 == 0 {
 					resp.Resources = ba // the order does not matter
 				}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // testMaxMsg is the key in these tests: small, the mechanism is the same.
@@ -24,7 +25,7 @@ const testMaxMsg = 4096
 // bigClusters is a CDS response of about size bytes.
 func bigClusters(t *testing.T, version, nonce string, size int) *discoverygrpc.DiscoveryResponse {
 	t.Helper()
-	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: shard.ClusterType}
+	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: xdstype.Cluster.URL}
 	for i := 0; proto.Size(resp) < size; i++ {
 		a, err := anypb.New(&clusterv3.Cluster{Name: strings.Repeat("c", 200) + string(rune('a'+i%26)) + strings.Repeat("x", i)})
 		if err != nil {
@@ -52,7 +53,7 @@ func newSizedClient(t *testing.T, addr string, bo Backoff, delta bool) (*Client,
 func TestResponseOverMaxMessageIsNACKedNamingTheKey(t *testing.T) {
 	srv, addr := startScripted(t)
 	c, class := newSizedClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour}, false)
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss := srv.next(t)
 	ss.request(t)
 	respondClusters(t, ss, "v1", "n1", "a")
@@ -93,8 +94,8 @@ func TestResponseOverMaxMessageIsNACKedNamingTheKey(t *testing.T) {
 func TestBackoffGrowsAcrossStreamsFailingOnFirstResponse(t *testing.T) {
 	srv, addr := startScripted(t)
 	c, class := newSizedClient(t, addr, Backoff{Initial: time.Millisecond, Max: time.Hour}, false)
-	subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
-	subscribe(t, class, shard.ListenerType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
+	subscribe(t, class, xdstype.Listener.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	lds, err := anypb.New(&listenerv3.Listener{Name: "l"})
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +107,8 @@ func TestBackoffGrowsAcrossStreamsFailingOnFirstResponse(t *testing.T) {
 		}
 		ss.request(t)
 		ss.request(t)
-		ss.send(t, &discoverygrpc.DiscoveryResponse{VersionInfo: "l1", Nonce: "n1", TypeUrl: shard.ListenerType, Resources: []*anypb.Any{lds}})
-		if ack := ss.request(t); ack.GetTypeUrl() != shard.ListenerType || ack.GetErrorDetail() != nil {
+		ss.send(t, &discoverygrpc.DiscoveryResponse{VersionInfo: "l1", Nonce: "n1", TypeUrl: xdstype.Listener.URL, Resources: []*anypb.Any{lds}})
+		if ack := ss.request(t); ack.GetTypeUrl() != xdstype.Listener.URL || ack.GetErrorDetail() != nil {
 			t.Fatalf("want the ACK of the LDS, got %v", ack)
 		}
 		ss.send(t, bigClusters(t, "c1", "n2", transportCeiling(testMaxMsg)+100))
@@ -123,14 +124,14 @@ func TestBackoffGrowsAcrossStreamsFailingOnFirstResponse(t *testing.T) {
 func TestDeltaResponseOverMaxMessageIsNACKed(t *testing.T) {
 	srv, addr := startScriptedDelta(t)
 	_, class := newSizedClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour}, true)
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ds := srv.next(t)
 	ds.request(t)
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n1", Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 	if ack := ds.request(t); ack.GetErrorDetail() != nil || ack.GetResponseNonce() != "n1" {
 		t.Fatalf("want the ACK of n1, got %v", ack)
 	}
-	big := &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n2"}
+	big := &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n2"}
 	for i := 0; proto.Size(big) < testMaxMsg+100; i++ {
 		big.Resources = append(big.Resources, cluster(t, strings.Repeat("b", 200)+strconv.Itoa(i), "1"))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // TestSotWReaskedClusterClaimsNoVersion: a Cluster the class dropped and
@@ -22,19 +23,19 @@ func TestSotWReaskedClusterClaimsNoVersion(t *testing.T) {
 	cp := startCP(t, xdstest.Snapshot) // clusters a, b and c
 	class := newCPClass(t, cp, false, nil)
 	ab := newServedLog()
-	both := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "b"}, false), ab)
+	both := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a", "b"}, false), ab)
 	ab.await(t, "a and b", holds("a", "b"))
 
 	before := len(cdsRequests(cp))
-	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), newServedLog())
+	subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), newServedLog())
 	class.Unsubscribe(both, ab) // the class asks for [a] and drops b
 	awaitRequest(t, cp, before, func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetTypeUrl() == shard.ClusterType && len(r.GetResourceNames()) == 1
+		return r.GetTypeUrl() == xdstype.Cluster.URL && len(r.GetResourceNames()) == 1
 	})
 
 	before = len(cdsRequests(cp))
 	b := newServedLog()
-	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"b"}, false), b)
+	subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"b"}, false), b)
 	b.await(t, "b, asked for again", holds("b"))
 	reqs := cdsRequests(cp)[before:]
 	if len(reqs) == 0 || len(reqs[0].GetResourceNames()) != 2 || reqs[0].GetResponseNonce() == "" {
@@ -44,6 +45,6 @@ func TestSotWReaskedClusterClaimsNoVersion(t *testing.T) {
 		t.Fatalf("[a b] claims version %q, want none: the class lacks b", v)
 	}
 	awaitRequest(t, cp, before+1, func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetTypeUrl() == shard.ClusterType && r.GetVersionInfo() != ""
+		return r.GetTypeUrl() == xdstype.Cluster.URL && r.GetVersionInfo() != ""
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // istiodAccepts applies istiod's checks of a node id
@@ -70,7 +71,7 @@ func TestDefaultRelayIDOnTheWire(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	class := attachClass(t, c, &corev3.Node{Id: "router~10.9.9.8~gw-1.edge~edge.svc.cluster.local", Cluster: "gw"})
-	subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	id := srv.next(t).request(t).GetNode().GetId()
 	host, _ := os.Hostname()
 	parts := strings.Split(id, "~")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // TestSotWResubscribeIsSentAgain: ClusterLoadAssignments the class asked
@@ -23,26 +24,26 @@ func TestSotWResubscribeIsSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cp.Stop)
-	if err := cp.Set(shard.EndpointType, xdstest.Resource(shard.EndpointType, "a", 1), xdstest.Resource(shard.EndpointType, "b", 1)); err != nil {
+	if err := cp.Set(xdstype.Endpoint.URL, xdstest.Resource(xdstype.Endpoint.URL, "a", 1), xdstest.Resource(xdstype.Endpoint.URL, "b", 1)); err != nil {
 		t.Fatal(err)
 	}
 	class := newCPClass(t, cp, false, nil)
 	first := newServedLog()
-	sh := subscribe(t, class, shard.EndpointType, shard.NewSubscription([]string{"a", "b"}, false), first)
+	sh := subscribe(t, class, xdstype.Endpoint.URL, shard.NewSubscription([]string{"a", "b"}, false), first)
 	first.await(t, "a and b", holds("a", "b"))
 
 	before, _ := cp.Requests()
 	class.Unsubscribe(sh, first) // the class asks for nothing of the type, and drops a and b
 	awaitRequest(t, cp, len(before), func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetTypeUrl() == shard.EndpointType && len(r.GetResourceNames()) == 0
+		return r.GetTypeUrl() == xdstype.Endpoint.URL && len(r.GetResourceNames()) == 0
 	})
 
 	// a changes meanwhile, b does not (the seed's c3 and c2).
-	if err := cp.Set(shard.EndpointType, xdstest.Resource(shard.EndpointType, "a", 2), xdstest.Resource(shard.EndpointType, "b", 1)); err != nil {
+	if err := cp.Set(xdstype.Endpoint.URL, xdstest.Resource(xdstype.Endpoint.URL, "a", 2), xdstest.Resource(xdstype.Endpoint.URL, "b", 1)); err != nil {
 		t.Fatal(err)
 	}
 	again := newServedLog()
-	subscribe(t, class, shard.EndpointType, shard.NewSubscription([]string{"a", "b"}, false), again)
+	subscribe(t, class, xdstype.Endpoint.URL, shard.NewSubscription([]string{"a", "b"}, false), again)
 	again.await(t, "a and b, subscribed again", holds("a", "b"))
 }
 

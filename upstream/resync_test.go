@@ -16,6 +16,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 func TestResyncAfterSpreadsTheInterval(t *testing.T) {
@@ -99,7 +100,7 @@ func resyncClass(t *testing.T, cp *xdstest.ControlPlane, delta bool, resync time
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"})
-	subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, log)
+	subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, log)
 	log.await(t, "a, b and c", holds("a", "b", "c"))
 	return c
 }
@@ -188,16 +189,16 @@ func setClusters(t *testing.T, cp *xdstest.ControlPlane, names ...string) {
 	t.Helper()
 	var rs []types.Resource
 	for _, n := range names {
-		rs = append(rs, xdstest.Resource(shard.ClusterType, n, 1))
+		rs = append(rs, xdstest.Resource(xdstype.Cluster.URL, n, 1))
 	}
-	if err := cp.Set(shard.ClusterType, rs...); err != nil {
+	if err := cp.Set(xdstype.Cluster.URL, rs...); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func deleteCluster(t *testing.T, cp *xdstest.ControlPlane, name string) {
 	t.Helper()
-	if err := cp.Delete(shard.ClusterType, name); err != nil {
+	if err := cp.Delete(xdstype.Cluster.URL, name); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // The pool learns the peer's SETTINGS_MAX_CONCURRENT_STREAMS under TLS,
@@ -41,7 +42,7 @@ func TestStreamLimitLearnedUnderTLS(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	for _, cluster := range []string{"class-a", "class-b"} {
 		class := attachClass(t, c, &corev3.Node{Id: "downstream-" + cluster, Cluster: cluster})
-		subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+		subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 		srv.next(t).request(t) // each class's stream is served
 	}
 	if max, known := c.pool.conns[0].limit.get(); !known || max != 1 {

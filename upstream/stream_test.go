@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // respondClusters writes a CDS response of clusters named names.
 func respondClusters(t *testing.T, ss *scriptedStream, version, nonce string, names ...string) {
 	t.Helper()
-	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: shard.ClusterType}
+	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: xdstype.Cluster.URL}
 	for _, n := range names {
 		a, err := anypb.New(&clusterv3.Cluster{Name: n})
 		if err != nil {
@@ -47,7 +48,7 @@ func newClient(t *testing.T, addr string, bo Backoff) (*Client, *shard.Class, *s
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	class := attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a", UserAgentName: "envoy"})
-	sh := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	sh := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	return c, class, sh
 }
 
@@ -67,7 +68,7 @@ func TestNACKAndRepeatedRejectedVersion(t *testing.T) {
 	if n := first.GetNode(); n.GetId() != "relay-under-test" || n.GetCluster() != "class-a" || n.GetUserAgentName() != "envoy" {
 		t.Fatalf("upstream node = %v, want the relay's id with the class's fields", n)
 	}
-	if first.GetTypeUrl() != shard.ClusterType || len(first.GetResourceNames()) != 0 {
+	if first.GetTypeUrl() != xdstype.Cluster.URL || len(first.GetResourceNames()) != 0 {
 		t.Fatalf("first request = %v, want a legacy wildcard CDS request", first)
 	}
 
@@ -112,14 +113,14 @@ func TestReconnectResubscribesAtNoVersion(t *testing.T) {
 	req := again.request(t)
 	// A new stream claims no version: the upstream sends the whole state,
 	// whatever it believes the relay holds.
-	if req.GetVersionInfo() != "" || req.GetNode().GetId() != "relay-under-test" || req.GetTypeUrl() != shard.ClusterType {
+	if req.GetVersionInfo() != "" || req.GetNode().GetId() != "relay-under-test" || req.GetTypeUrl() != xdstype.Cluster.URL {
 		t.Fatalf("resubscription = %v, want CDS at no version, with the node", req)
 	}
 	if got := names(sh); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("shard lost its state across the reconnect: %v", got)
 	}
 	st := c.Status()
-	if len(st) != 1 || st[0].Reconnects < 1 || st[0].Versions[shard.ClusterType] != "v7" {
+	if len(st) != 1 || st[0].Reconnects < 1 || st[0].Versions[xdstype.Cluster.URL] != "v7" {
 		t.Fatalf("status = %+v", st)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // recWatcher records the heartbeats and changes of the shards it watches.
@@ -59,7 +60,7 @@ func wrap(t *testing.T, name string, inner proto.Message, ttl time.Duration) *an
 
 func sendSotW(t *testing.T, ss *scriptedStream, version, nonce string, resources ...*anypb.Any) {
 	t.Helper()
-	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: shard.ClusterType, Resources: resources}
+	resp := &discoverygrpc.DiscoveryResponse{VersionInfo: version, Nonce: nonce, TypeUrl: xdstype.Cluster.URL, Resources: resources}
 	if err := ss.st.Send(resp); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	srv, addr := startScripted(t)
 	_, class, sh := newClient(t, addr, Backoff{Initial: time.Hour, Max: time.Hour})
 	rec := &recWatcher{}
-	if subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, rec) != sh {
+	if subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, rec) != sh {
 		t.Fatal("a second wildcard CDS subscription got another shard")
 	}
 	ss := srv.next(t)
@@ -131,7 +132,7 @@ func TestTTLSotWUpstream(t *testing.T) {
 	}
 	// Unwrapped: the held Any is the cluster itself.
 	var inner anypb.Any
-	if err := proto.Unmarshal(cur.Resources[0].Any, &inner); err != nil || inner.TypeUrl != shard.ClusterType {
+	if err := proto.Unmarshal(cur.Resources[0].Any, &inner); err != nil || inner.TypeUrl != xdstype.Cluster.URL {
 		t.Fatalf("held resource is a %q (%v), want the unwrapped cluster", inner.TypeUrl, err)
 	}
 	_, changesBefore := rec.seen()
@@ -215,7 +216,7 @@ func TestTTLDeltaUpstream(t *testing.T) {
 	first := ds.request(t)
 	wantFeatures(t, first.GetNode().GetClientFeatures())
 
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s1", Nonce: "n1",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, SystemVersionInfo: "s1", Nonce: "n1",
 		Resources: []*discoverygrpc.Resource{deltaTTL(t, "a", "1", 30*time.Second), cluster(t, "b", "1")}})
 	if ack := ds.request(t); ack.GetResponseNonce() != "n1" || ack.GetErrorDetail() != nil {
 		t.Fatalf("want the ACK of n1, got %v", ack)
@@ -229,7 +230,7 @@ func TestTTLDeltaUpstream(t *testing.T) {
 	}
 	_, changesBefore := rec.seen()
 
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s1", Nonce: "n2",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, SystemVersionInfo: "s1", Nonce: "n2",
 		Resources: []*discoverygrpc.Resource{{Name: "a", Version: "1", Ttl: durationpb.New(30 * time.Second)}}})
 	if ack := ds.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
 		t.Fatalf("want the ACK of the heartbeat n2, got %v", ack)
@@ -242,7 +243,7 @@ func TestTTLDeltaUpstream(t *testing.T) {
 		t.Fatalf("watcher saw %d changes and heartbeats %+v, want %d changes and one heartbeat of a", changes, beats, changesBefore)
 	}
 
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, SystemVersionInfo: "s2", Nonce: "n3",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, SystemVersionInfo: "s2", Nonce: "n3",
 		Resources: []*discoverygrpc.Resource{deltaTTL(t, "a", "1", time.Minute)}})
 	if ack := ds.request(t); ack.GetResponseNonce() != "n3" || ack.GetErrorDetail() != nil {
 		t.Fatalf("want the ACK of n3, got %v", ack)
@@ -253,7 +254,7 @@ func TestTTLDeltaUpstream(t *testing.T) {
 	}
 
 	// A heartbeat entry without a name is malformed.
-	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: shard.ClusterType, Nonce: "n4",
+	ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: xdstype.Cluster.URL, Nonce: "n4",
 		Resources: []*discoverygrpc.Resource{{Version: "1", Ttl: durationpb.New(time.Minute)}}})
 	if nack := ds.request(t); nack.GetResponseNonce() != "n4" || nack.GetErrorDetail() == nil {
 		t.Fatalf("want a NACK of n4, got %v", nack)
@@ -274,7 +275,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 
 	// The union grows to the wildcard plus names: the wildcard covers them,
 	// so nothing is sent.
-	before := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "x1"}, false), nopWatcher{})
+	before := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a", "x1"}, false), nopWatcher{})
 	if cur := before.Current(); cur == nil || !cur.KnownAbsent("x1") {
 		t.Fatalf("before any heartbeat: shard %+v, want x1 known absent", cur)
 	}
@@ -283,7 +284,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 	if ack := ss.request(t); ack.GetResponseNonce() != "n2" || ack.GetErrorDetail() != nil {
 		t.Fatalf("want the ACK of the heartbeat n2, got %v", ack)
 	}
-	after := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "x2"}, false), nopWatcher{})
+	after := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a", "x2"}, false), nopWatcher{})
 	cur := after.Current()
 	if cur == nil || !cur.Has("a") {
 		t.Fatalf("after the heartbeat: shard %+v, want a", cur)
@@ -300,7 +301,7 @@ func TestTTLSotWHeartbeatKeepsAbsenceKnown(t *testing.T) {
 func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newSotwClass(t, addr)
-	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a"}) {
 		t.Fatalf("first request %v, want CDS [a]", r)
@@ -309,7 +310,7 @@ func TestTTLSotWHeartbeatDoesNotAnswerWildcard(t *testing.T) {
 
 	// The wildcard, wanted after explicit names, is asked for on a new
 	// stream in the legacy form.
-	wild := subscribe(t, class, shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+	wild := subscribe(t, class, xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 	ss = srv.next(t)
 	if r := ss.request(t); len(r.GetResourceNames()) != 0 || r.GetVersionInfo() != "" {
 		t.Fatalf("request %v, want the legacy wildcard at no version", r)
@@ -343,12 +344,12 @@ func heartbeatIsNoAnswer(t *testing.T, ss *scriptedStream, sh *shard.Shard, vers
 func TestTTLSotWHeartbeatDoesNotResolvePending(t *testing.T) {
 	srv, addr := startScripted(t)
 	class := newSotwClass(t, addr)
-	subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
+	subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a"}, false), nopWatcher{})
 	ss := srv.next(t)
 	ss.request(t)
 	sendACKed(t, ss, "v1", "n1", wrap(t, "a", &clusterv3.Cluster{Name: "a"}, 30*time.Second))
 
-	both := subscribe(t, class, shard.ClusterType, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
+	both := subscribe(t, class, xdstype.Cluster.URL, shard.NewSubscription([]string{"a", "c"}, false), nopWatcher{})
 	if r := ss.request(t); !slices.Equal(r.GetResourceNames(), []string{"a", "c"}) {
 		t.Fatalf("request %v, want CDS [a c]", r)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // hostileUpstream plays a control plane that misbehaves as fast as it can,
@@ -47,14 +48,14 @@ func deltaHostile(ds *deltaStream) hostileUpstream {
 		bad: func(t *testing.T, version, nonce, name string) {
 			misnamed := cluster(t, "other", "1")
 			misnamed.Name = name // twice 1 MB would pass gRPC's 4 MiB
-			ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: version, Nonce: nonce, TypeUrl: shard.ClusterType,
+			ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: version, Nonce: nonce, TypeUrl: xdstype.Cluster.URL,
 				Resources: []*discoverygrpc.Resource{misnamed}})
 		},
 		unsolicited: func(t *testing.T, typeURL, nonce string) {
 			ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: nonce, Nonce: nonce, TypeUrl: typeURL})
 		},
 		good: func(t *testing.T, version, nonce string) {
-			ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: version, Nonce: nonce, TypeUrl: shard.ClusterType,
+			ds.send(t, &discoverygrpc.DeltaDiscoveryResponse{SystemVersionInfo: version, Nonce: nonce, TypeUrl: xdstype.Cluster.URL,
 				Resources: []*discoverygrpc.Resource{cluster(t, "a", "1")}})
 		},
 		reply: func(t *testing.T) (string, *status.Status) {
@@ -102,7 +103,7 @@ func TestHostileUpstreamLogsBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = c.Close() })
-			subscribe(t, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"}), shard.ClusterType, shard.Subscription{Wildcard: true}, nopWatcher{})
+			subscribe(t, attachClass(t, c, &corev3.Node{Id: "downstream-1", Cluster: "class-a"}), xdstype.Cluster.URL, shard.Subscription{Wildcard: true}, nopWatcher{})
 			up = next()
 			up.reply(t) // the subscription
 
@@ -144,7 +145,7 @@ func TestHostileUpstreamLogsBounded(t *testing.T) {
 			}
 			elapsed := time.Since(start)
 
-			if v := c.Status()[0].Versions[shard.ClusterType]; len(v) > 1024 || !strings.Contains(v, "(65536 bytes)") {
+			if v := c.Status()[0].Versions[xdstype.Cluster.URL]; len(v) > 1024 || !strings.Contains(v, "(65536 bytes)") {
 				t.Errorf("status version of %d bytes, want it cut to 1 KiB with its length noted", len(v))
 			}
 			warns := logs.FilterLevelExact(zapcore.WarnLevel).All()

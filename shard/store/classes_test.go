@@ -11,6 +11,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/store"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // nopWatcher is told of changes and heartbeats, and ignores them.
@@ -72,10 +73,10 @@ func TestClassesShareIdenticalResources(t *testing.T) {
 		r := registry(t, s, shard.Lifecycle{Linger: linger})
 		a, b := acquire(t, r, "a"), acquire(t, r, "b")
 		wild := shard.NewSubscription(nil, true)
-		sa, _ := a.TrySubscribe(shard.ClusterType, wild, nopWatcher{})
-		sb, _ := b.TrySubscribe(shard.ClusterType, wild, nopWatcher{})
-		a.Apply(shard.ClusterType, clusters(3, "1"), true)
-		b.Apply(shard.ClusterType, clusters(3, "1"), true)
+		sa, _ := a.TrySubscribe(xdstype.Cluster.URL, wild, nopWatcher{})
+		sb, _ := b.TrySubscribe(xdstype.Cluster.URL, wild, nopWatcher{})
+		a.Apply(xdstype.Cluster.URL, clusters(3, "1"), true)
+		b.Apply(xdstype.Cluster.URL, clusters(3, "1"), true)
 		size := int64(len(res("c0", "1").Any))
 		wantCounts(t, s, 3, 3*size)
 		for _, n := range []string{"c0", "c1", "c2"} {
@@ -85,7 +86,7 @@ func TestClassesShareIdenticalResources(t *testing.T) {
 		}
 
 		// c1 changes in class a only.
-		a.Apply(shard.ClusterType, append(clusters(3, "1")[:1], res("c1", "2"), res("c2", "1")), true)
+		a.Apply(xdstype.Cluster.URL, append(clusters(3, "1")[:1], res("c1", "2"), res("c2", "1")), true)
 		wantCounts(t, s, 4, 4*size)
 		if got := string(held(t, sb, "c1").Any); got != "c1=1" {
 			t.Fatalf("class b's c1 = %q after class a's changed, want c1=1", got)
@@ -94,10 +95,10 @@ func TestClassesShareIdenticalResources(t *testing.T) {
 			t.Fatalf("class a's c1 = %q, want c1=2", got)
 		}
 		// Class b drops c2: class a still holds it.
-		b.Apply(shard.ClusterType, clusters(2, "1"), true)
+		b.Apply(xdstype.Cluster.URL, clusters(2, "1"), true)
 		wantCounts(t, s, 4, 4*size)
 		// Class b's c1 becomes class a's: the old content goes.
-		b.Apply(shard.ClusterType, []*shard.Resource{res("c0", "1"), res("c1", "2")}, true)
+		b.Apply(xdstype.Cluster.URL, []*shard.Resource{res("c0", "1"), res("c1", "2")}, true)
 		wantCounts(t, s, 3, 3*size)
 		if ra, rb := held(t, sa, "c1"), held(t, sb, "c1"); ra != rb {
 			t.Fatalf("c1 after both changed to one content: %p and %p, want one object", ra, rb)
@@ -116,7 +117,7 @@ func TestClassesShareIdenticalResources(t *testing.T) {
 		}
 		wantCounts(t, s, 0, 0)
 		// An update arriving for a dropped class holds nothing.
-		a.Apply(shard.ClusterType, clusters(1, "1"), true)
+		a.Apply(xdstype.Cluster.URL, clusters(1, "1"), true)
 		wantCounts(t, s, 0, 0)
 	})
 }
@@ -151,7 +152,7 @@ func TestClassesUpdateConcurrently(t *testing.T) {
 	cs := make([]*shard.Class, classes)
 	for i := range cs {
 		cs[i] = acquire(t, r, fmt.Sprint("k", i))
-		cs[i].TrySubscribe(shard.ClusterType, shard.NewSubscription(nil, true), nopWatcher{})
+		cs[i].TrySubscribe(xdstype.Cluster.URL, shard.NewSubscription(nil, true), nopWatcher{})
 	}
 	var wg sync.WaitGroup
 	for i, c := range cs {
@@ -164,7 +165,7 @@ func TestClassesUpdateConcurrently(t *testing.T) {
 				for j := n / 2; j < n; j++ {
 					rs = append(rs, res(fmt.Sprintf("c%d", j), fmt.Sprint(round, "-", i)))
 				}
-				c.Apply(shard.ClusterType, rs, true)
+				c.Apply(xdstype.Cluster.URL, rs, true)
 			}
 		}()
 	}

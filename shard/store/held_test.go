@@ -11,6 +11,7 @@ import (
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/store"
+	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
 // heapAlloc is the live heap after a collection.
@@ -72,7 +73,7 @@ func BenchmarkHeldForClasses(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sh, _ := c.TrySubscribe(shard.ClusterType, shard.NewSubscription(nil, true), nopWatcher{})
+			sh, _ := c.TrySubscribe(xdstype.Cluster.URL, shard.NewSubscription(nil, true), nopWatcher{})
 			shards = append(shards, sh)
 			update := make([]*shard.Resource, n)
 			for i := range update {
@@ -84,7 +85,7 @@ func BenchmarkHeldForClasses(b *testing.B) {
 					update[i] = benchCluster(i, k)
 				}
 			}
-			c.Apply(shard.ClusterType, update, true)
+			c.Apply(xdstype.Cluster.URL, update, true)
 		}
 		// The store's own references go: what stays is the classes'.
 		for _, r := range distinct {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
-	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 
@@ -27,8 +27,8 @@ func TestMain(m *testing.M) {
 
 const (
 	sampleDir    = "../../deploy/sample-config"
-	listenerType = shard.ListenerType
-	clusterType  = shard.ClusterType
+	listenerType = resourcev3.ListenerType
+	clusterType  = resourcev3.ClusterType
 	routeType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 	endpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 )
