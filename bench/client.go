@@ -9,6 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -16,7 +17,7 @@ import (
 )
 
 // ClusterType is the CDS type URL.
-const ClusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+const ClusterType = resource.ClusterType
 
 // Services the clients can subscribe through.
 const (

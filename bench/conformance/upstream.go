@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -64,7 +65,7 @@ type upstream struct {
 // anchorName is the file cell's anchor: a Runtime no schedule uses.
 const anchorName = "conformance-anchor"
 
-const runtimeType = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
+const runtimeType = resource.RuntimeType
 
 func relayConfig(listenUpstream string, delta bool, id string, askWildcard bool, resync time.Duration) app.Config {
 	cfg := app.DefaultConfig()

@@ -11,6 +11,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -18,15 +19,15 @@ import (
 
 // The four core type URLs.
 const (
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = resource.ListenerType
+	RouteType    = resource.RouteType
+	ClusterType  = resource.ClusterType
+	EndpointType = resource.EndpointType
 )
 
 // SecretType is the SDS type URL: served by ADS and its own service, not
 // one of the core types Resource builds.
-const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+const SecretType = resource.SecretType
 
 // Types are the core type URLs in make-before-break order (parents first).
 var Types = []string{ClusterType, EndpointType, ListenerType, RouteType}
