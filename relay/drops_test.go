@@ -7,8 +7,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/drop"
 	"github.com/xds-relay/xds-relay/shard/wire"
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 )

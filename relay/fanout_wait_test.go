@@ -13,8 +13,8 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/drop"
 )
 
 // BenchmarkSubscribeDuringFanout measures how long a client joining a

@@ -21,8 +21,8 @@ import (
 
 	"github.com/xds-relay/xds-relay/dedup"
 	"github.com/xds-relay/xds-relay/relay/clientlog"
-	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/drop"
 )
 
 // Config configures the upstream client.

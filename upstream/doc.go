@@ -20,6 +20,6 @@
 // warnings they cause are rate-limited with a count of those suppressed
 // (upstreamlog.go, Config.LogGate).
 //
-// It never imports package relay (only its leaves relay/drop and
-// relay/clientlog); it knows classes through package shard.
+// It never imports package relay (only its leaf relay/clientlog); it knows
+// classes through package shard, and counts drops into shard/drop.
 package upstream

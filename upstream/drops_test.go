@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
-	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/drop"
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 

@@ -8,7 +8,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/shard/drop"
 )
 
 // TestSotWHeartbeatEchoIsNoStorm plays go-control-plane's snapshot cache

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-relay/xds-relay/dedup"
-	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/drop"
 	"github.com/xds-relay/xds-relay/shard/wire"
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 )

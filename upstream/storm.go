@@ -6,7 +6,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.uber.org/zap"
 
-	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/shard/drop"
 	"github.com/xds-relay/xds-relay/shard/wire"
 )
 

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/xds-relay/xds-relay/relay/clientlog"
-	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/shard/drop"
 )
 
 // The upstream log gate's bounds when Config.LogGate is nil (the app's

@@ -16,7 +16,7 @@ import (
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
-	"github.com/xds-relay/xds-relay/relay/drop"
+	"github.com/xds-relay/xds-relay/shard/drop"
 )
 
 // TestE2EDropsAgree: the upstream drops a relay counts show the same

@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/xds-relay/xds-relay/relay"
-	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/drop"
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 	"github.com/xds-relay/xds-relay/upstream"
 )

@@ -15,9 +15,9 @@ import (
 
 	sampleconfig "github.com/xds-relay/xds-relay/deploy/sample-config"
 	"github.com/xds-relay/xds-relay/relay"
-	"github.com/xds-relay/xds-relay/relay/drop"
 	"github.com/xds-relay/xds-relay/relay/overload"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/drop"
 	"github.com/xds-relay/xds-relay/shard/store"
 	"github.com/xds-relay/xds-relay/upstream"
 	"github.com/xds-relay/xds-relay/upstream/filesource"
