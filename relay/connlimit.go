@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 )
 
 // ConnGate caps the connections of the listeners it wraps, together

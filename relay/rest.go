@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/xds-relay/xds-relay/dedup"
-	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 

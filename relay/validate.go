@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 )
 
 // Input bounds. Every value a client sends is checked here before the relay

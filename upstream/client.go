@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/xds-relay/xds-relay/dedup"
-	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 	"github.com/xds-relay/xds-relay/shard/drop"
 )
 

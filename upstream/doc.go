@@ -20,6 +20,6 @@
 // warnings they cause are rate-limited with a count of those suppressed
 // (upstreamlog.go, Config.LogGate).
 //
-// It never imports package relay (only its leaf relay/clientlog); it knows
-// classes through package shard, and counts drops into shard/drop.
+// It never imports package relay or its packages; it knows classes through
+// package shard, and shares shard/drop and shard/clientlog with relay.
 package upstream

@@ -5,7 +5,7 @@ package upstream
 // name, a type URL, a version, a status's text) is the upstream's to
 // choose, megabytes included, and a misbehaving upstream can make the relay
 // NACK or drop as fast as it sends: as for client-triggered lines
-// (relay/clientlog), upstream-caused warnings pass one gate shared by every
+// (shard/clientlog), upstream-caused warnings pass one gate shared by every
 // class stream, which lets a bounded rate through and counts the rest
 // ("suppressed" on the next line), and each upstream value is cut to a
 // bounded length with its length noted.
@@ -17,7 +17,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 
-	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 	"github.com/xds-relay/xds-relay/shard/drop"
 )
 

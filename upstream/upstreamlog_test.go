@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
-	"github.com/xds-relay/xds-relay/relay/clientlog"
 	"github.com/xds-relay/xds-relay/shard"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 

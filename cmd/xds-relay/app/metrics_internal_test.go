@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 )
 
 // Recording a push allocates nothing once its label tuple is known (the

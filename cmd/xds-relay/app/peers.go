@@ -6,7 +6,7 @@ import (
 	"syscall"
 
 	"github.com/xds-relay/xds-relay/relay"
-	"github.com/xds-relay/xds-relay/relay/clientlog"
+	"github.com/xds-relay/xds-relay/shard/clientlog"
 )
 
 // unlimitedFDs is an fd limit past which the relay sets no connection cap of

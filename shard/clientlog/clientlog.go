@@ -5,7 +5,9 @@
 // cuts each client-supplied field to a bounded length, noting the original
 // length. A control plane is such a peer too: package upstream passes the
 // lines its messages cause through a Gate of their own. It owns no logger:
-// callers log through their own.
+// callers log through their own. It sits under shard, the layer both relay
+// and upstream build on, so that neither imports the other's packages; it
+// depends on zap and x/time/rate.
 package clientlog
 
 import (
