@@ -6,5 +6,6 @@
 //
 // It does not own streams, nonces or any network I/O: downstream streams
 // register as Watchers (package relay), and the upstream feeds resources in
-// with Class.Apply (package upstream). It depends only on dedup and wire.
+// with Class.Apply (package upstream). It depends only on dedup, wire,
+// ruleerr and xdstype.
 package shard

@@ -2,7 +2,9 @@
 // its fields, and what is wrong with it. Package shard (node-class rules) and
 // package identity (identity rules) return it, so that a caller mapping rules
 // to a configuration file finds the key with errors.As instead of parsing
-// the message. It depends on nothing but the standard library.
+// the message. It depends on nothing but the standard library. It sits under
+// shard, which returns it and which relay/identity, like all of relay, may
+// import.
 package ruleerr
 
 import "fmt"
