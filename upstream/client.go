@@ -133,8 +133,8 @@ type attachment struct {
 // every class) left the relay's RSS 15-26 MiB higher at 100 classes of
 // 125 KB responses than with these windows, which carry 1 MiB a stream
 // and 4 MiB the connection a round trip (100 and 400 MB/s to a control
-// plane 10 ms away; docs/benchmarks.md, "The control plane in a process
-// of its own"). A control plane much farther away, sending states of many
+// plane 10 ms away; bench/results/issue14-targets, "The control plane in
+// a process of its own"). A control plane much farther away, sending states of many
 // megabytes, may want larger ones.
 const (
 	DefaultStreamWindow = 1 << 20
