@@ -1,11 +1,15 @@
 // Package upstream owns the relay's side of the control plane: one ADS stream
-// per node class, multiplexed over one shared gRPC connection. Each stream
-// subscribes, per type URL, to the union of what the class's downstream
-// shards need, validates every response (ACKing good ones, NACKing bad ones
-// with error_detail, so a bad response never reaches a client), and installs
-// good ones into the class with shard.Class.Apply. A broken stream is
-// re-established with jittered exponential backoff and resubscribes with the
-// last ACKed versions; downstream clients keep the last good state meanwhile.
+// per node class (SotW or delta), over a pool of gRPC connections carrying
+// as many streams each as the peer allows. Each stream subscribes, per type
+// URL, to the union of what the class's downstream shards need, validates
+// every response (ACKing good ones, NACKing bad ones with error_detail, so a
+// bad response never reaches a client), and installs good ones into the
+// class with shard.Class.ApplyUpdate. A broken stream is re-established with
+// jittered exponential backoff; its first request of a type asks at no
+// version (SotW) or claims what the class holds (delta), so the upstream
+// sends what differs. Downstream clients keep the last good state meanwhile.
+// The relay also restarts a healthy stream itself when only a new stream
+// can ask what is needed (RestartReason), and every resync interval.
 //
 // Responses are received undecoded, into pooled buffers (wire.Pooled), and
 // resources stay the bytes the control plane sent: nothing is re-marshaled,
@@ -21,5 +25,6 @@
 // (upstreamlog.go, Config.LogGate).
 //
 // It never imports package relay (only its leaves relay/drop and
-// relay/clientlog); it knows classes through package shard.
+// relay/clientlog); it knows classes through package shard, and depends
+// otherwise on shard/wire, dedup and upstream/xdstypes.
 package upstream
