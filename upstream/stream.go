@@ -381,8 +381,9 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 		return false, fmt.Errorf("open stream: %w", err)
 	}
 
-	// The receiver hands each message over unbuffered: the next one is not
-	// read until the run loop has applied this one (backpressure upstream).
+	// The receiver hands each message over unbuffered: while the run loop
+	// applies one, the receiver reads at most the next (backpressure
+	// upstream; the stream's flow-control window bounds the rest).
 	recv := make(chan received)
 	wg.Add(1)
 	go func() {
