@@ -1,0 +1,181 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+)
+
+// routedTo is grpcResources for target with its cluster named cluster
+// (endpoint addr) and the route sending everything there.
+func routedTo(t *testing.T, target, cluster, addr string) map[resource.Type][]types.Resource {
+	t.Helper()
+	res := grpcResources(t, target, addr)
+	rc := proto.Clone(res[resource.RouteType][0].(*routev3.RouteConfiguration)).(*routev3.RouteConfiguration)
+	rc.VirtualHosts[0].Routes[0].GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: cluster}
+	cla := proto.Clone(res[resource.EndpointType][0].(*endpointv3.ClusterLoadAssignment)).(*endpointv3.ClusterLoadAssignment)
+	cla.ClusterName = cluster
+	res[resource.RouteType] = []types.Resource{rc}
+	res[resource.ClusterType] = []types.Resource{edsCluster(cluster)}
+	res[resource.EndpointType] = []types.Resource{cla}
+	return res
+}
+
+// clustersFirst is the state between the two steps of a route change made
+// cluster first: to's clusters and endpoints, from's route still naming
+// its cluster, which is gone.
+func clustersFirst(from, to map[resource.Type][]types.Resource) map[resource.Type][]types.Resource {
+	return map[resource.Type][]types.Resource{
+		resource.ListenerType: from[resource.ListenerType],
+		resource.RouteType:    from[resource.RouteType],
+		resource.ClusterType:  to[resource.ClusterType],
+		resource.EndpointType: to[resource.EndpointType],
+	}
+}
+
+// TestE2ERouteChangeBeforeClusterRemoval (issue 23, X8): go-control-plane,
+// as a delta and as a SotW upstream asked for every type by the wildcard,
+// changes a route from cluster old to cluster new in two steps, the
+// clusters first: old's removal reaches the relay before the route that
+// stops naming it. A client holding the route is told of old's removal
+// only after the route change: grpc-go's RPCs never fail (told first, it
+// reports old missing and fails them), a raw SotW client and a raw delta
+// client see the new route before a CDS without old.
+func TestE2ERouteChangeBeforeClusterRemoval(t *testing.T) {
+	for _, proto := range []string{"delta", "sotw"} {
+		t.Run(proto, func(t *testing.T) {
+			ctx := testContext(t)
+			const class = "class-order"
+			a, b := startBackend(t), startBackend(t)
+			m := startMgmt(t, "127.0.0.1:0")
+			from, to := routedTo(t, "echo", "old", a.addr), routedTo(t, "echo", "new", b.addr)
+			m.Set(t, class, "1", from)
+			r := startRelay(t, m.Addr, upstreamProtocol(proto), withConfig(func(c *app.Config) {
+				c.Upstream.Ask = "wildcard"
+				c.Delta.ParentRemovalWait = time.Minute // a removal released by its wait comes after the test
+			}))
+
+			hc := grpcClient(t, r.Addr(), "grpc-1", class, "echo")
+			check := func(wait bool) error {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				_, err := hc.Check(cctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(wait))
+				return err
+			}
+			if err := check(true); err != nil {
+				t.Fatalf("first RPC: %v", err)
+			}
+			sotw := dialADS(t, ctx, r.Addr(), "sotw-1", class)
+			sotw.Subscribe(resource.ListenerType, "echo")
+			sotw.Subscribe(resource.RouteType, "echo-route")
+			sotw.Subscribe(resource.ClusterType) // the wildcard, as Envoy asks
+			delta := dialDelta(t, ctx, r.Addr(), "delta-1", class)
+			delta.Subscribe(resource.ListenerType, "*")
+			delta.Subscribe(resource.RouteType, "echo-route")
+			delta.Subscribe(resource.ClusterType, "*")
+			for range 3 {
+				sotw.Next(10 * time.Second)
+				delta.Next(10 * time.Second)
+			}
+
+			var failed atomic.Int64
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := check(false); err != nil {
+						failed.Add(1)
+						t.Logf("RPC failed: %v", err)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+
+			m.Set(t, class, "2", clustersFirst(from, to))
+			// The clients are told of new; old stays until the route goes.
+			if got := clusterNames(t, sotw.Next(10*time.Second)); !slices.Contains(got, "old") {
+				t.Errorf("SotW client: CDS %v before the route change, want old kept", got)
+			}
+			if got := nextN(delta, 1); !slices.Equal(got, []string{"CDS [new] -[]"}) {
+				t.Errorf("delta client: %q before the route change, want new added and old kept", got)
+			}
+			time.Sleep(time.Second) // what a client told of old's removal would do, it does meanwhile
+			m.Set(t, class, "3", to)
+
+			sotwSeen := sotwSequence(t, sotw, 2)
+			if want := []string{"RDS [new]", "CDS [new]"}; !slices.Equal(sotwSeen, want) {
+				t.Errorf("SotW client saw %q after the route change, want %q", sotwSeen, want)
+			}
+			if got, want := nextN(delta, 2), []string{"RDS [echo-route] -[]", "CDS [] -[old]"}; !slices.Equal(got, want) {
+				t.Errorf("delta client saw %q after the route change, want %q", got, want)
+			}
+			eventually(t, ctx, "RPCs to reach the new cluster", func() bool { return b.calls.Load() > 0 })
+			close(stop)
+			<-done
+			if n := failed.Load(); n > 0 {
+				t.Errorf("%d RPCs failed during the route change", n)
+			}
+		})
+	}
+}
+
+// sotwSequence returns the next n responses of c as "TYPE [names]": the
+// clusters a route routes to (RDS), the clusters listed (CDS).
+func sotwSequence(t *testing.T, c *adsClient, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		resp := c.Next(10 * time.Second)
+		switch resp.GetTypeUrl() {
+		case resource.RouteType:
+			out = append(out, fmt.Sprintf("RDS %v", routedClusters(t, resp)))
+		case resource.ClusterType:
+			out = append(out, fmt.Sprintf("CDS %v", clusterNames(t, resp)))
+		default:
+			out = append(out, resp.GetTypeUrl())
+		}
+	}
+	return out
+}
+
+// routedClusters are the clusters an RDS response's routes name.
+func routedClusters(t *testing.T, resp *discoveryv3.DiscoveryResponse) []string {
+	t.Helper()
+	var out []string
+	for _, a := range resp.GetResources() {
+		var rc routev3.RouteConfiguration
+		if err := a.UnmarshalTo(&rc); err != nil {
+			t.Fatal(err)
+		}
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				out = append(out, r.GetRoute().GetCluster())
+			}
+		}
+	}
+	return out
+}
+
+var _ = clusterv3.Cluster{}
+var _ context.Context
