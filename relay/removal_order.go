@@ -78,10 +78,10 @@ type gateRef struct {
 // (owned by the writer goroutine, or the goroutine releasing holds), used
 // with the stream's mu held.
 type removalGate struct {
-	view  removalView              // what the client holds of the type
-	holds *map[string]heldRemoval  // the type's held removals
-	child *deltaTypeSub            // the children's type (nil: no child removal can come)
-	refs  [2]gateRef               // the referrer types the client holds something of
+	view  removalView             // what the client holds of the type
+	holds *map[string]heldRemoval // the type's held removals
+	child *deltaTypeSub           // the children's type (nil: no child removal can come)
+	refs  [2]gateRef              // the referrer types the client holds something of
 	nrefs int
 	wait  time.Duration
 	now   time.Time // taken on first use
