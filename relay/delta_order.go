@@ -94,6 +94,22 @@ func (d *deltaTypeSub) refersTo(rel shard.Relation, skipAbsent bool, name string
 	return false
 }
 
+// eachHeld implements removalView: the resources of d's base the client
+// has not dropped.
+func (d *deltaTypeSub) eachHeld(f func(*shard.Resource) bool) {
+	if d.base == nil {
+		return
+	}
+	for _, r := range d.base.Resources {
+		if o, over := d.over[r.Name]; over && !o.held() {
+			continue
+		}
+		if !f(r) {
+			return
+		}
+	}
+}
+
 // releaseHoldsLocked queues the current response of every type some of
 // whose held removals may go now (their children are gone, the client
 // dropped them, no referrer holds them, or the wait is over), and arms

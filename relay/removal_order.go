@@ -65,6 +65,9 @@ type removalView interface {
 	// refersTo reports whether the client holds a resource referring to
 	// name by rel (not counting, with skipAbsent, one known absent).
 	refersTo(rel shard.Relation, skipAbsent bool, name string) bool
+	// eachHeld calls f with each resource the client holds until f
+	// returns false.
+	eachHeld(f func(*shard.Resource) bool)
 }
 
 // gateRef is one referrer type of a stream, as a gate reads it.
@@ -83,9 +86,14 @@ type removalGate struct {
 	child *deltaTypeSub           // the children's type (nil: no child removal can come)
 	refs  [2]gateRef              // the referrer types the client holds something of
 	nrefs int
-	wait  time.Duration
-	now   time.Time // taken on first use
-	armAt time.Time // the earliest deadline set by this gate (zero: none)
+	// routes, listeners: the stream's views of those types, for a Cluster
+	// gate (nil: none); awaited caches routeAwaited (0: not asked yet,
+	// 1: yes, 2: no).
+	routes, listeners removalView
+	awaited           uint8
+	wait              time.Duration
+	now               time.Time // taken on first use
+	armAt             time.Time // the earliest deadline set by this gate (zero: none)
 }
 
 // addReferrers adds to g the referrer types of typeURL the stream holds
@@ -95,6 +103,14 @@ func (g *removalGate) addReferrers(typeURL string, view func(typeURL string) rem
 		if v := view(rf.typeURL); v != nil && g.nrefs < len(g.refs) {
 			g.refs[g.nrefs] = gateRef{view: v, referrer: rf}
 			g.nrefs++
+			if typeURL == shard.ClusterType {
+				switch rf.typeURL {
+				case shard.RouteType:
+					g.routes = v
+				case shard.ListenerType:
+					g.listeners = v
+				}
+			}
 		}
 	}
 }
@@ -147,7 +163,34 @@ func (g *removalGate) hold(name string) bool {
 // blocked reports whether the removal of name, held as h, must still wait:
 // a child of it whose removal can still come is held, or a referrer.
 func (g *removalGate) blocked(name string, h heldRemoval) bool {
-	return g.child != nil && g.childHeld(h) || g.referred(name)
+	return g.child != nil && g.childHeld(h) || g.referred(name) || g.routeAwaited()
+}
+
+// routeAwaited reports, for a Cluster gate, whether the client holds a
+// Listener naming a RouteConfiguration it does not hold yet: a Listener
+// changed from an inline route to RDS refers to the clusters of a route
+// still on its way, which may be the one being removed (grpc-go reports
+// it missing until the route comes).
+func (g *removalGate) routeAwaited() bool {
+	if g.awaited == 0 {
+		g.awaited = 2
+		if g.listeners != nil {
+			g.listeners.eachHeld(func(l *shard.Resource) bool {
+				for _, rc := range l.Children() {
+					if g.routes == nil {
+						g.awaited = 1
+						return false
+					}
+					if _, ok := g.routes.heldResource(rc); !ok {
+						g.awaited = 1
+						return false
+					}
+				}
+				return true
+			})
+		}
+	}
+	return g.awaited == 1
 }
 
 // referred reports whether the client holds a resource referring to name.

@@ -74,6 +74,28 @@ func (t *sotwTypeSub) refersTo(rel shard.Relation, _ bool, name string) bool {
 	return slices.ContainsFunc(t.carried, held) || slices.ContainsFunc(t.kept, held)
 }
 
+// eachHeld implements removalView: what was last sent (carried, kept)
+// while the client still asks for it.
+func (t *sotwTypeSub) eachHeld(f func(*shard.Resource) bool) {
+	if t.shard == nil {
+		return
+	}
+	if t.sent != nil {
+		for _, r := range t.sent.Resources {
+			if t.shard.Sub.Covers(r.Name, nil) && !f(r) {
+				return
+			}
+		}
+	}
+	for _, list := range [2][]*shard.Resource{t.carried, t.kept} {
+		for _, r := range list {
+			if t.shard.Sub.Covers(r.Name, nil) && !f(r) {
+				return
+			}
+		}
+	}
+}
+
 func byName(r *shard.Resource, name string) int { return strings.Compare(r.Name, name) }
 
 // keptLocked returns the resources resp would remove that the client must

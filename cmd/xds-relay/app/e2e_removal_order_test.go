@@ -53,9 +53,9 @@ func clustersFirst(from, to map[resource.Type][]types.Resource) map[resource.Typ
 // changes a route from cluster old to cluster new in two steps, the
 // clusters first: old's removal reaches the relay before the route that
 // stops naming it. A client holding the route is told of old's removal
-// only after the route change: grpc-go's RPCs never fail (told first, it
-// reports old missing and fails them), a raw SotW client and a raw delta
-// client see the new route before a CDS without old.
+// only after the route change: grpc-go's RPCs do not fail meanwhile (told
+// first, it reports old missing and fails them), a raw SotW client and a
+// raw delta client see the new route before a CDS without old.
 func TestE2ERouteChangeBeforeClusterRemoval(t *testing.T) {
 	for _, proto := range []string{"delta", "sotw"} {
 		t.Run(proto, func(t *testing.T) {
@@ -121,6 +121,11 @@ func TestE2ERouteChangeBeforeClusterRemoval(t *testing.T) {
 				t.Errorf("delta client: %q before the route change, want new added and old kept", got)
 			}
 			time.Sleep(time.Second) // what a client told of old's removal would do, it does meanwhile
+			close(stop)
+			<-done
+			if n := failed.Load(); n > 0 {
+				t.Errorf("%d RPCs failed while the route still named old, its removal sent", n)
+			}
 			m.Set(t, class, "3", to)
 
 			sotwSeen := sotwSequence(t, sotw, 2)
@@ -130,12 +135,13 @@ func TestE2ERouteChangeBeforeClusterRemoval(t *testing.T) {
 			if got, want := nextN(delta, 2), []string{"RDS [echo-route] -[]", "CDS [] -[old]"}; !slices.Equal(got, want) {
 				t.Errorf("delta client saw %q after the route change, want %q", got, want)
 			}
-			eventually(t, ctx, "RPCs to reach the new cluster", func() bool { return b.calls.Load() > 0 })
-			close(stop)
-			<-done
-			if n := failed.Load(); n > 0 {
-				t.Errorf("%d RPCs failed during the route change", n)
-			}
+			// (grpc-go may fail an RPC picked in the instant its new route
+			// is in place and its balancer not yet: "unknown cluster
+			// selected", direct too.)
+			eventually(t, ctx, "RPCs to reach the new cluster", func() bool {
+				_ = check(false)
+				return b.calls.Load() > 0
+			})
 		})
 	}
 }
