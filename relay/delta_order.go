@@ -41,12 +41,11 @@ func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 			}
 		}
 	}
-	g.addReferrers(d.typeURL, func(typeURL string) removalView {
-		if r, _ := s.types.get(typeURL); r != nil && (r.base != nil || len(r.holds) > 0) {
-			return r
+	for _, rf := range referrersOf(d.typeURL) {
+		if r, _ := s.types.get(rf.typeURL); r != nil && (r.base != nil || len(r.holds) > 0) {
+			g.addReferrer(d.typeURL, rf, r)
 		}
-		return nil
-	})
+	}
 	if g.child == nil && g.nrefs == 0 {
 		return removalGate{}, false
 	}
@@ -94,20 +93,21 @@ func (d *deltaTypeSub) refersTo(rel shard.Relation, skipAbsent bool, name string
 	return false
 }
 
-// eachHeld implements removalView: the resources of d's base the client
-// has not dropped.
-func (d *deltaTypeSub) eachHeld(f func(*shard.Resource) bool) {
+// namesUnheld implements removalView, over the resources of d's base the
+// client has not dropped.
+func (d *deltaTypeSub) namesUnheld(routes removalView) bool {
 	if d.base == nil {
-		return
+		return false
 	}
 	for _, r := range d.base.Resources {
 		if o, over := d.over[r.Name]; over && !o.held() {
 			continue
 		}
-		if !f(r) {
-			return
+		if unheldChild(r, routes) {
+			return true
 		}
 	}
+	return false
 }
 
 // releaseHoldsLocked queues the current response of every type some of

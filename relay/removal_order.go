@@ -65,9 +65,10 @@ type removalView interface {
 	// refersTo reports whether the client holds a resource referring to
 	// name by rel (not counting, with skipAbsent, one known absent).
 	refersTo(rel shard.Relation, skipAbsent bool, name string) bool
-	// eachHeld calls f with each resource the client holds until f
-	// returns false.
-	eachHeld(f func(*shard.Resource) bool)
+	// namesUnheld reports whether a resource the client holds names a
+	// child (Resource.Children) that routes, the children's type, does
+	// not hold (nil: none held).
+	namesUnheld(routes removalView) bool
 }
 
 // gateRef is one referrer type of a stream, as a gate reads it.
@@ -96,21 +97,20 @@ type removalGate struct {
 	armAt             time.Time // the earliest deadline set by this gate (zero: none)
 }
 
-// addReferrers adds to g the referrer types of typeURL the stream holds
-// something of, as view returns them (nil: nothing).
-func (g *removalGate) addReferrers(typeURL string, view func(typeURL string) removalView) {
-	for _, rf := range referrersOf(typeURL) {
-		if v := view(rf.typeURL); v != nil && g.nrefs < len(g.refs) {
-			g.refs[g.nrefs] = gateRef{view: v, referrer: rf}
-			g.nrefs++
-			if typeURL == shard.ClusterType {
-				switch rf.typeURL {
-				case shard.RouteType:
-					g.routes = v
-				case shard.ListenerType:
-					g.listeners = v
-				}
-			}
+// addReferrer adds v, the stream's state for the referrer type rf of the
+// gate's type typeURL, to g.
+func (g *removalGate) addReferrer(typeURL string, rf referrer, v removalView) {
+	if g.nrefs == len(g.refs) {
+		return
+	}
+	g.refs[g.nrefs] = gateRef{view: v, referrer: rf}
+	g.nrefs++
+	if typeURL == shard.ClusterType {
+		switch rf.typeURL {
+		case shard.RouteType:
+			g.routes = v
+		case shard.ListenerType:
+			g.listeners = v
 		}
 	}
 }
@@ -174,23 +174,25 @@ func (g *removalGate) blocked(name string, h heldRemoval) bool {
 func (g *removalGate) routeAwaited() bool {
 	if g.awaited == 0 {
 		g.awaited = 2
-		if g.listeners != nil {
-			g.listeners.eachHeld(func(l *shard.Resource) bool {
-				for _, rc := range l.Children() {
-					if g.routes == nil {
-						g.awaited = 1
-						return false
-					}
-					if _, ok := g.routes.heldResource(rc); !ok {
-						g.awaited = 1
-						return false
-					}
-				}
-				return true
-			})
+		if g.listeners != nil && g.listeners.namesUnheld(g.routes) {
+			g.awaited = 1
 		}
 	}
 	return g.awaited == 1
+}
+
+// unheldChild reports whether one of r's children is not held by routes
+// (nil: none is).
+func unheldChild(r *shard.Resource, routes removalView) bool {
+	for _, c := range r.Children() {
+		if routes == nil {
+			return true
+		}
+		if _, ok := routes.heldResource(c); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // referred reports whether the client holds a resource referring to name.

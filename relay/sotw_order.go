@@ -29,12 +29,11 @@ func (s *sotwStream) removalGate(t *sotwTypeSub) (removalGate, bool) {
 		return removalGate{}, false
 	}
 	g := removalGate{view: t, holds: &t.removals, wait: wait}
-	g.addReferrers(t.typeURL, func(typeURL string) removalView {
-		if r, _ := s.types.get(typeURL); r != nil && r.shard != nil && (r.sent != nil || len(r.carried) > 0) {
-			return r
+	for _, rf := range referrersOf(t.typeURL) {
+		if r, _ := s.types.get(rf.typeURL); r != nil && r.shard != nil && (r.sent != nil || len(r.carried) > 0) {
+			g.addReferrer(t.typeURL, rf, r)
 		}
-		return nil
-	})
+	}
 	if g.nrefs == 0 {
 		return removalGate{}, false
 	}
@@ -74,26 +73,27 @@ func (t *sotwTypeSub) refersTo(rel shard.Relation, _ bool, name string) bool {
 	return slices.ContainsFunc(t.carried, held) || slices.ContainsFunc(t.kept, held)
 }
 
-// eachHeld implements removalView: what was last sent (carried, kept)
-// while the client still asks for it.
-func (t *sotwTypeSub) eachHeld(f func(*shard.Resource) bool) {
+// namesUnheld implements removalView, over what was last sent (and
+// carried, kept) while the client still asks for it.
+func (t *sotwTypeSub) namesUnheld(routes removalView) bool {
 	if t.shard == nil {
-		return
+		return false
 	}
 	if t.sent != nil {
 		for _, r := range t.sent.Resources {
-			if t.shard.Sub.Covers(r.Name, nil) && !f(r) {
-				return
+			if t.shard.Sub.Covers(r.Name, nil) && unheldChild(r, routes) {
+				return true
 			}
 		}
 	}
 	for _, list := range [2][]*shard.Resource{t.carried, t.kept} {
 		for _, r := range list {
-			if t.shard.Sub.Covers(r.Name, nil) && !f(r) {
-				return
+			if t.shard.Sub.Covers(r.Name, nil) && unheldChild(r, routes) {
+				return true
 			}
 		}
 	}
+	return false
 }
 
 func byName(r *shard.Resource, name string) int { return strings.Compare(r.Name, name) }
