@@ -27,7 +27,9 @@ import (
 // upstream while shadowed is served again when re-asked, which a SotW
 // upstream could not have reported for these types anyway (the spec's
 // "Deleting Resources": SotW has no deletion for them), so a class asking
-// for it all along would hold it too.
+// for it all along would hold it too. Bounded (shadowbounds.go): not when
+// the control plane removed its parent, and for ShadowHold at most unless
+// the upstream sends it again.
 //
 // Listener and Cluster are not shadowed: a SotW response of theirs lists
 // every resource asked for, and a request asking for one the class lacks
