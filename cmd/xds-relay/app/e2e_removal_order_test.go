@@ -10,7 +10,9 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -18,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xds-relay/xds-relay/bench/xdstest"
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
 )
 
@@ -185,3 +188,80 @@ func routedClusters(t *testing.T, resp *discoveryv3.DiscoveryResponse) []string 
 
 var _ = clusterv3.Cluster{}
 var _ context.Context
+
+// inlineTo is routedTo with the route inline in the Listener.
+func inlineTo(t *testing.T, target, cluster, addr string) map[resource.Type][]types.Resource {
+	t.Helper()
+	res := routedTo(t, target, cluster, addr)
+	lis := proto.Clone(res[resource.ListenerType][0].(*listenerv3.Listener)).(*listenerv3.Listener)
+	var hcm hcmv3.HttpConnectionManager
+	if err := lis.GetApiListener().GetApiListener().UnmarshalTo(&hcm); err != nil {
+		t.Fatal(err)
+	}
+	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: res[resource.RouteType][0].(*routev3.RouteConfiguration)}
+	lis.ApiListener.ApiListener = xdstest.MustAny(t, &hcm)
+	res[resource.ListenerType] = []types.Resource{lis}
+	delete(res, resource.RouteType)
+	return res
+}
+
+// TestE2EListenerToRDSBeforeClusterRemoval (issue 23, X8, grpc-go's
+// RouteResourceChangeToInline): a Listener's inline route names old; the
+// clusters change first (new added, old removed), then the Listener
+// switches to RDS, a route naming new. Old's removal waits until the
+// client holds that route too, not only the Listener naming it: a
+// grpc-go client's RPCs do not fail meanwhile, and a raw delta client is
+// told of old's removal after the Listener and the route.
+func TestE2EListenerToRDSBeforeClusterRemoval(t *testing.T) {
+	ctx := testContext(t)
+	const class = "class-inline"
+	a, b := startBackend(t), startBackend(t)
+	m := startMgmt(t, "127.0.0.1:0")
+	from, to := inlineTo(t, "echo", "old", a.addr), routedTo(t, "echo", "new", b.addr)
+	m.Set(t, class, "1", from)
+	r := startRelay(t, m.Addr, upstreamProtocol("delta"), withConfig(func(c *app.Config) {
+		c.Upstream.Ask = "wildcard"
+		c.Delta.ParentRemovalWait = time.Minute
+	}))
+	hc := grpcClient(t, r.Addr(), "grpc-1", class, "echo")
+	check := func(wait bool) error {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := hc.Check(cctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(wait))
+		return err
+	}
+	if err := check(true); err != nil {
+		t.Fatalf("first RPC: %v", err)
+	}
+	delta := dialDelta(t, ctx, r.Addr(), "delta-1", class)
+	delta.Subscribe(resource.ListenerType, "*")
+	delta.Subscribe(resource.ClusterType, "*")
+	nextN(delta, 2)
+
+	m.Set(t, class, "2", map[resource.Type][]types.Resource{
+		resource.ListenerType: from[resource.ListenerType],
+		resource.ClusterType:  to[resource.ClusterType],
+		resource.EndpointType: to[resource.EndpointType],
+	})
+	if got := nextN(delta, 1); !slices.Equal(got, []string{"CDS [new] -[]"}) {
+		t.Errorf("delta client: %q while the Listener still routes to old, want new added and old kept", got)
+	}
+	m.Set(t, class, "3", to)
+	if got := nextN(delta, 1); !slices.Equal(got, []string{"LDS [echo] -[]"}) {
+		t.Fatalf("delta client: %q, want the Listener switched to RDS", got)
+	}
+	delta.Quiet(300 * time.Millisecond) // old's removal waits for the route the Listener names
+	delta.Subscribe(resource.RouteType, "echo-route")
+	if got, want := nextN(delta, 2), []string{"RDS [echo-route] -[]", "CDS [] -[old]"}; !slices.Equal(got, want) {
+		t.Errorf("delta client saw %q once it asked for the route, want %q", got, want)
+	}
+	for i := range 20 {
+		if err := check(false); err != nil && b.calls.Load() == 0 {
+			t.Errorf("RPC %d failed before the new route was in place: %v", i, err)
+		}
+	}
+	eventually(t, ctx, "RPCs to reach the new cluster", func() bool {
+		_ = check(false)
+		return b.calls.Load() > 0
+	})
+}
