@@ -2,6 +2,7 @@ package shard
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -90,7 +91,7 @@ func notServedAgain(t *testing.T, c *Class, w *recorder) {
 func TestRestoredShadowIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := newTestClass(t)
-		w := &recorder{}
+		w := &lockedRecorder{}
 		askedAnsweredDropped(c, w, edsType, false, "a", "b")
 		again := c.Subscribe(edsType, NewSubscription([]string{"a", "b"}, false), w)
 		c.Requested(edsType, c.Interest(edsType), false)
@@ -157,6 +158,30 @@ func TestResyncDropsWhatTheUpstreamNoLongerHas(t *testing.T) {
 	if got := s.Current(); !slices.Equal(got.Names, []string{"a", "c"}) {
 		t.Fatalf("a name the first answer listed as a heartbeat was dropped: %v", got.Names)
 	}
+}
+
+// lockedRecorder is a recorder a timer's goroutine may tell.
+type lockedRecorder struct {
+	mu sync.Mutex
+	r  recorder
+}
+
+func (l *lockedRecorder) ShardChanged(s *Shard, resp *Response) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.r.ShardChanged(s, resp)
+}
+
+func (l *lockedRecorder) ShardHeartbeat(s *Shard, h *Heartbeat) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.r.ShardHeartbeat(s, h)
+}
+
+func (l *lockedRecorder) take() []*Shard {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.take()
 }
 
 // shadowedIn reports whether c's table of typeURL shadows name.
