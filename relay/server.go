@@ -76,10 +76,12 @@ type Options struct {
 	// every REST poll, before the request touches any state. An error ends
 	// the stream (use PermissionDenied).
 	AuthorizeType func(ctx context.Context, typeURL string) error
-	// ParentRemovalWait bounds how long a delta client's removal of a
-	// Cluster (Listener) waits for the removal of its ClusterLoadAssignment
-	// (RouteConfiguration), which the client is told first (default 5s;
-	// negative: removals are never held). See removalGate.
+	// ParentRemovalWait bounds how long a removal is held back for the
+	// change that makes it safe (default 5s; negative: removals are never
+	// held; see removalGate): a delta client's removal of a Cluster
+	// (Listener) for the removal of its ClusterLoadAssignment
+	// (RouteConfiguration), and a SotW or delta client's removal of a
+	// Cluster for the route or Listener change that stops naming it.
 	ParentRemovalWait time.Duration
 	// AllowCompressedRequests accepts gzip-compressed requests (gRPC
 	// grpc-encoding, REST Content-Encoding), inflated within the message

@@ -44,6 +44,8 @@ var external = set(
 	"Deployment", "Service", "Namespace", "DaemonSet", "StatefulSet", "RuntimeDefault", "IfNotPresent",
 	"CONTINUATION", "replicaCount", "terminationGracePeriodSeconds", "nodeSelector", "topologySpreadConstraints",
 	"minReplicas",
+	// grpc-go test names cited as peers.
+	"RouteResourceUpdate", "RouteResourceChangeToInline",
 	// Dotted names of other projects whose first part is also one of ours.
 	"Resource.aliases", "Resource.ttl", "Subscription.SetReturnedResources", "adminToken.create",
 	"adminToken.existingSecret", "source.last_error",

@@ -464,7 +464,7 @@ func encode(a *anypb.Any) (typeURL string, r *shard.Resource, err error) {
 	if shard.ChildType(typeURL) != "" {
 		children = xdstypes.Children(msg)
 	}
-	return typeURL, shard.NewResource(name, encoded, dedup.ResourceHash(encoded), nil, children), nil
+	return typeURL, shard.NewResource(name, encoded, dedup.ResourceHash(encoded), nil, children, xdstypes.References(msg)), nil
 }
 
 // typeName is the full message name of a type URL.

@@ -42,9 +42,12 @@ type Config struct {
 
 // DeltaConfig tunes what delta (incremental) clients are sent.
 type DeltaConfig struct {
-	// ParentRemovalWait bounds how long a Cluster's (Listener's) removal
-	// waits for its endpoints' (route configuration's), which a delta
-	// client holding both is told first; negative never holds a removal.
+	// ParentRemovalWait bounds how long a removal waits for what makes it
+	// safe (docs/architecture.md, "Removal order"): a Cluster's
+	// (Listener's) for its endpoints' (route configuration's), which a
+	// delta client holding both is told first; a Cluster's, for any
+	// client, for the route or Listener change that stops referring to it.
+	// Negative never holds a removal.
 	ParentRemovalWait time.Duration `yaml:"parent_removal_wait"`
 }
 
