@@ -25,6 +25,9 @@ type Metrics interface {
 	// QueueCollapsed counts a slow client's queue jumping to the latest
 	// state (responses dropped).
 	QueueCollapsed(variant string)
+	// LoadReportReceived counts a client's load report merged into its
+	// class's window (lrs.go).
+	LoadReportReceived(class string)
 }
 
 // NopMetrics discards every event.
@@ -40,6 +43,7 @@ func (NopMetrics) Pushed(string, string, int)      {}
 func (NopMetrics) ClientACK(string, string)        {}
 func (NopMetrics) ClientNACK(string, string)       {}
 func (NopMetrics) QueueCollapsed(string)           {}
+func (NopMetrics) LoadReportReceived(string)       {}
 
 // Disconnect reasons, as counted.
 const (

@@ -102,6 +102,14 @@ type Options struct {
 	// and class creations (see PeerLimits); share it with the ConnGate of
 	// the listeners. nil: no per-peer limits.
 	Peers *Peers
+	// LoadReports, if set, carries each class's load reports to the
+	// control plane (LoadReportingService, lrs.go). nil: the service
+	// answers UNIMPLEMENTED with NoLoadReports (default
+	// DefaultNoLoadReports).
+	LoadReports   LoadUpstream
+	NoLoadReports string
+	// LoadLimits bound the load-reporting clients.
+	LoadLimits LoadLimits
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.
@@ -152,6 +160,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxHeldPolls == 0 {
 		o.MaxHeldPolls = DefaultMaxHeldPolls
 	}
+	if o.NoLoadReports == "" {
+		o.NoLoadReports = DefaultNoLoadReports
+	}
+	o.LoadLimits = o.LoadLimits.withDefaults()
 	return o
 }
 
@@ -171,6 +183,11 @@ type Server struct {
 	// a sync.Map, safe for concurrent use.
 	conns sync.Map
 	held  heldPolls // REST polls held now, within Options.MaxHeldPolls
+	// loadStreams counts the open load-report streams, within
+	// LoadLimits.MaxStreams.
+	loadStreams atomic.Int64
+
+	loads loadHubs // the classes' load reporting (lrs_hub.go)
 
 	mu sync.Mutex
 	// streams: the open streams, each with what returns its peer's share
@@ -335,6 +352,9 @@ type DownstreamStatus struct {
 	// client was moved straight to the latest state.
 	Collapses int                    `json:"queue_collapses"`
 	Types     []DownstreamTypeStatus `json:"types"`
+	// LoadReports counts the reports of a load-report stream (variant
+	// lrs).
+	LoadReports int `json:"load_reports,omitempty"`
 }
 
 // DownstreamTypeStatus describes one type URL of a downstream stream.

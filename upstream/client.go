@@ -231,14 +231,11 @@ func dialUpstream(cfg Config, opts []grpc.DialOption) (*grpc.ClientConn, error) 
 // Attach starts the class's upstream stream and returns the hook the class
 // calls when its interest changes. It never blocks.
 func (c *Client) Attach(class *shard.Class) func(typeURL string) {
-	id := c.cfg.RelayID
-	if id == "" {
-		id = c.self.relayID(class.Node)
-	}
+	node := c.classNode(class)
 	s := &classStream{
 		class:   class,
 		pool:    c.pool,
-		node:    upstreamNode(class.Node, id),
+		node:    node,
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
@@ -251,7 +248,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		drops:   c.cfg.Drops,
 		gate:    c.cfg.LogGate,
 		tracer:  c.cfg.Tracer,
-		status:  ClassStreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
+		status:  ClassStreamStatus{Class: class.Name, NodeID: node.Id, State: StateConnecting, Versions: map[string]string{}},
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

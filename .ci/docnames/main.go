@@ -45,7 +45,8 @@ var external = set(
 	"CONTINUATION", "replicaCount", "terminationGracePeriodSeconds", "nodeSelector", "topologySpreadConstraints",
 	"minReplicas",
 	// grpc-go test names cited as peers.
-	"RouteResourceUpdate", "RouteResourceChangeToInline",
+	"RouteResourceUpdate", "RouteResourceChangeToInline", "CircuitBreaking", "DropByCategory", "LRSLogicalDNS",
+	"UpdateLRSServerToNil", "ConfigUpdateWithSameLoadReportingServerConfig", "LoadStatsResponse",
 	// Dotted names of other projects whose first part is also one of ours.
 	"Resource.aliases", "Resource.ttl", "Subscription.SetReturnedResources", "adminToken.create",
 	"adminToken.existingSecret", "source.last_error",
