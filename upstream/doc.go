@@ -6,6 +6,11 @@
 // good ones into the class with shard.Class.Apply. A broken stream is
 // re-established with jittered exponential backoff and resubscribes with the
 // last ACKed versions; downstream clients keep the last good state meanwhile.
+// A stream that cannot be opened because no connection can be made is such
+// a failure too, counted apart (connectFailure); a class whose upstream stays
+// unreachable past Config.UnavailableAfter is marked so in its class, which
+// the downstream side uses to turn away the clients it has nothing for
+// (availability.go).
 //
 // Responses are received undecoded, into pooled buffers (wire.Pooled), and
 // resources stay the bytes the control plane sent: nothing is re-marshaled,
