@@ -395,6 +395,12 @@ func (st *loadStream) streamID() uint64 { return st.id }
 // closeStream ends the stream with ErrDraining (any goroutine).
 func (st *loadStream) closeStream() { st.end(ErrDraining) }
 
+// endUnserved implements downstream: a load-report stream is kept through
+// an outage of its class's upstream. It asks the relay for no state, so
+// the relay owes it nothing it could fall back for; its reports wait in the
+// class's window (within its bound) until the upstream stream is back.
+func (st *loadStream) endUnserved(*shard.Class) {}
+
 // end ends the stream with err (any goroutine; the first reason wins).
 func (st *loadStream) end(err error) {
 	st.mu.Lock()

@@ -54,6 +54,9 @@ const (
 	ReasonSlowClient     = "slow_client"
 	ReasonDenied         = "permission_denied"
 	ReasonError          = "error"
+	// ReasonUpstreamUnavailable: the relay had nothing for the stream and
+	// its class's control plane was unreachable (unserved.go).
+	ReasonUpstreamUnavailable = "upstream_unavailable"
 )
 
 // disconnectReason classifies how a stream ended.
@@ -67,6 +70,8 @@ func disconnectReason(err error) string {
 		return ReasonSlowClient
 	case errors.As(err, new(firstRequestTimeout)):
 		return ReasonLimit
+	case errors.As(err, new(*unservedError)):
+		return ReasonUpstreamUnavailable
 	}
 	switch status.Code(err) {
 	case codes.Canceled, codes.DeadlineExceeded:

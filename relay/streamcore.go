@@ -241,6 +241,9 @@ func (s *stream[S, Req]) read() error {
 		if err := s.proto.handle(req); err != nil {
 			return err
 		}
+		if err := s.checkServed(); err != nil {
+			return err
+		}
 	}
 }
 

@@ -43,6 +43,9 @@ type Class struct {
 	// store holds the tables' resources, shared with other classes (nil:
 	// each table holds its own).
 	store ResourceStore
+	// onUnavailable are told when the upstream becomes unreachable
+	// (unavailable.go).
+	onUnavailable []UnavailableHook
 	// shardLinger is how long a shard left by its last stream's end
 	// lingers (Leave); zero: it goes at once.
 	shardLinger time.Duration
@@ -63,6 +66,10 @@ type Class struct {
 	// freed: the class was dropped and its resources released; an update
 	// still arriving is not installed.
 	freed bool
+
+	// What the upstream sent and whether it is reachable (unavailable.go);
+	// its own lock.
+	reach upstreamReach
 
 	// Guarded by Registry.mu (see registry.go).
 	leases    int         // streams (and REST polls) using the class
@@ -352,6 +359,7 @@ func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells
 	c.orphanChildren(t, gone) // the control plane removed them: their children's shadows go
 	var shards map[*Shard]struct{}
 	if u.Kind.answers() {
+		c.markReceived(typeURL) // before any watcher is told of it
 		changed = append(changed, t.confirm(resources, beats)...)
 		changed = append(changed, t.pending.answerCame()...)
 		if t.up.answer(u.Kind, u.Version) {

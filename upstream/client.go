@@ -86,6 +86,19 @@ type Config struct {
 	// MaxConnections caps the upstream connections (pool.go). Zero means
 	// DefaultMaxConnections.
 	MaxConnections int
+	// ConnectTimeout bounds each connection attempt: dialing, the
+	// handshake and the server's HTTP/2 preface (gRPC's MinConnectTimeout;
+	// a later attempt may take up to the backoff's current delay). A class
+	// stream that finds its connection not ready fails at once and backs
+	// off; the connection's own attempts go on. Zero means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// UnavailableAfter is how long a class's upstream may be unreachable
+	// (no answer, and no open stream) before the class is marked so
+	// (shard.Class.SetUpstreamUnavailable): its downstream clients the
+	// relay has nothing for are then told UNAVAILABLE (availability.go).
+	// Zero: never marked.
+	UnavailableAfter time.Duration
 	// DialOptions are added to the defaults (Creds, keepalive). A
 	// grpc.WithTransportCredentials among them replaces Creds, and with
 	// them the reading of the peer's stream limit: each connection then
@@ -171,6 +184,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
 	creds := cfg.Creds
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -180,7 +196,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		// too: grpc's default would wait up to 120 s after a long outage.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: cfg.Backoff.Initial, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.Backoff.Max},
-			MinConnectTimeout: 20 * time.Second,
+			MinConnectTimeout: cfg.ConnectTimeout,
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		// Fixed flow-control windows bound what the control plane can
@@ -250,6 +266,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		tracer:  c.cfg.Tracer,
 		status:  ClassStreamStatus{Class: class.Name, NodeID: node.Id, State: StateConnecting, Versions: map[string]string{}},
 	}
+	s.avail = &availability{s: s, after: max(c.cfg.UnavailableAfter, 0)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -10,6 +10,11 @@
 // sends what differs. Downstream clients keep the last good state meanwhile.
 // The relay also restarts a healthy stream itself when only a new stream
 // can ask what is needed (RestartReason), and every resync interval.
+// A stream that cannot be opened because no connection can be made is such
+// a failure too, counted apart (connectFailure); a class whose upstream stays
+// unreachable past Config.UnavailableAfter is marked so in its class, which
+// the downstream side uses to turn away the clients it has nothing for
+// (availability.go).
 //
 // Responses are received undecoded, into pooled buffers (wire.Pooled), and
 // resources stay the bytes the control plane sent: nothing is re-marshaled,

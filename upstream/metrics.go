@@ -25,6 +25,10 @@ type Metrics interface {
 	// LoadReportSent counts a load report of the class sent to the control
 	// plane (lrs.go).
 	LoadReportSent(class string)
+	// ConnectionFailed counts a class stream that could not be opened
+	// because no upstream connection could be made or was ready (also
+	// counted by Reconnecting).
+	ConnectionFailed(class string)
 }
 
 // NopMetrics discards every event.
@@ -39,3 +43,4 @@ func (NopMetrics) RepeatedResponse(string, string) {}
 func (NopMetrics) NamesIgnored(string, string)     {}
 func (NopMetrics) WaitingForStream(string)         {}
 func (NopMetrics) LoadReportSent(string)           {}
+func (NopMetrics) ConnectionFailed(string)         {}

@@ -229,6 +229,13 @@ type UpstreamConfig struct {
 	// lives before a new one reconciles the class with the control plane
 	// (upstream.Config.Resync); negative: never.
 	ResyncInterval time.Duration `yaml:"resync_interval"`
+	// ConnectTimeout bounds an upstream connection attempt
+	// (upstream.Config.ConnectTimeout).
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// UnavailableAfter: a class whose upstream is unreachable this long
+	// tells the clients it has nothing for UNAVAILABLE, so they use another
+	// xDS server (upstream.Config.UnavailableAfter); negative: never.
+	UnavailableAfter time.Duration `yaml:"unavailable_after"`
 }
 
 // BackoffConfig paces reconnection to the upstream.

@@ -54,6 +54,8 @@ var settings = []setting{
 	{key: "upstream.max_message_bytes", def: upstream.DefaultMaxMessageBytes},
 	{key: "upstream.max_connections", def: upstream.DefaultMaxConnections},
 	{key: "upstream.resync_interval", def: upstream.DefaultResyncInterval, off: "keep a healthy stream for good"},
+	{key: "upstream.connect_timeout", def: upstream.DefaultConnectTimeout},
+	{key: "upstream.unavailable_after", def: upstream.DefaultUnavailableAfter, off: "never tell clients the upstream is unreachable"},
 
 	{key: "source.dir", def: ""},
 	{key: "node_classes.rules"},

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
@@ -32,27 +31,6 @@ func lrsResources(t *testing.T, target, addr string) map[resource.Type][]types.R
 	c := res[resource.ClusterType][0].(*clusterv3.Cluster)
 	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
 	return res
-}
-
-// grpcXDSClient is a grpc-go xDS channel to xds:///target through the relay
-// at relayAddr, as node id of class; it is closed when the test ends
-// unless closed before.
-func grpcXDSClient(t *testing.T, relayAddr, id, class, target string) *grpc.ClientConn {
-	t.Helper()
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": %q, "cluster": %q, "locality": {"region": "r1", "zone": "z1"}}
-	}`, relayAddr, id, class)
-	builder, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatalf("xDS resolver: %v", err)
-	}
-	cc, err := grpc.NewClient("xds:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(builder))
-	if err != nil {
-		t.Fatalf("dial xds:///%s: %v", target, err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return cc
 }
 
 // TestE2EGRPCClientLoadReportsReachControlPlane: two grpc-go xDS clients of
@@ -77,7 +55,7 @@ func TestE2EGRPCClientLoadReportsReachControlPlane(t *testing.T) {
 	const perClient = 7
 	var conns []*grpc.ClientConn
 	for i := range 2 {
-		cc := grpcXDSClient(t, r.Addr(), fmt.Sprintf("grpc-client-%d", i), class, target)
+		cc := grpcXDSConn(t, bootstrapFor(fmt.Sprintf("grpc-client-%d", i), class, xdsServer(r.Addr())), target)
 		conns = append(conns, cc)
 		hc := healthpb.NewHealthClient(cc)
 		for j := range perClient {
@@ -204,7 +182,7 @@ func TestE2EControlPlaneWithoutLRSUnimplemented(t *testing.T) {
 
 	// A grpc-go client whose cluster reports load still gets its RPCs
 	// through.
-	cc := grpcXDSClient(t, r.Addr(), "grpc-client", class, "echo")
+	cc := grpcXDSConn(t, bootstrapFor("grpc-client", class, xdsServer(r.Addr())), "echo")
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := healthpb.NewHealthClient(cc).Check(cctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {

@@ -53,6 +53,7 @@ type telemetry struct {
 	streamWaits   *classCounter
 	loadReceived  *classCounter
 	loadForwarded *classCounter
+	connFailures  *classCounter
 
 	attrsMu sync.RWMutex
 	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
@@ -121,6 +122,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.clientACKs, "xds_relay_client_acks", "ACKs from clients, by class and type."},
 		{&t.clientNACKs, "xds_relay_client_nacks", "NACKs from clients, by class and type."},
 		{&t.reconnects, "xds_relay_upstream_reconnects", "Upstream stream failures followed by a retry, by class."},
+		{&t.connFailures, "xds_relay_upstream_connection_failures", "Upstream class streams that could not be opened because no upstream connection could be made or was ready (also in xds_relay_upstream_reconnects), by class."},
 		{&t.upstreamResps, "xds_relay_upstream_responses", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
 		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
@@ -319,6 +321,9 @@ func (t *telemetry) LoadReportReceived(class string) {
 }
 func (t *telemetry) LoadReportSent(class string) {
 	t.loadForwarded.add("class", t.classes.label(class))
+}
+func (t *telemetry) ConnectionFailed(class string) {
+	t.connFailures.add("class", t.classes.label(class))
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
 	t.namesIgnored.add("class", t.classes.label(class), "type", typeLabel(typeURL))

@@ -172,6 +172,9 @@ func (r *Relay) startSource(st *starting) error {
 			Creds:           st.upstreamCreds,
 			MaxConnections:  cfg.Upstream.MaxConnections,
 			Resync:          offIfNegative(cfg.Upstream.ResyncInterval),
+			ConnectTimeout:  cfg.Upstream.ConnectTimeout,
+			// Negative: never (0 in upstream.Config).
+			UnavailableAfter: offIfNegative(cfg.Upstream.UnavailableAfter),
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)
