@@ -3,7 +3,6 @@ package relay
 import (
 	"maps"
 	"slices"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -24,11 +23,6 @@ var _ deltaTransport = (grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryReque
 // version of its shard the client holds and sends only the difference.
 type deltaStream struct {
 	stream[*deltaTypeSub, *discoveryv3.DeltaDiscoveryRequest]
-
-	// Guarded by mu.
-	// holdTimer wakes the stream when a held parent removal's wait ends
-	// (see removalGate); stopped when the stream ends.
-	holdTimer *time.Timer
 }
 
 var _ protocol[*deltaTypeSub, *discoveryv3.DeltaDiscoveryRequest] = (*deltaStream)(nil)

@@ -1,13 +1,14 @@
 package relay
 
 import (
-	"slices"
 	"time"
 
+	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
-// Children before parents. A delta client holding a Cluster and its
+// Removal order for delta clients (removal_order.go has both rules).
+// Children before parents: a delta client holding a Cluster and its
 // ClusterLoadAssignment (a Listener and its RouteConfiguration) is told of
 // the child's removal before the parent's: the spec's make-before-break
 // order removes stale clusters together with their endpoints and allows
@@ -23,118 +24,97 @@ import (
 // own, so none follows), or Options.ParentRemovalWait has passed. The held
 // removal is then sent on its own. Nothing is held for clients whose child
 // removals can never come (a SotW upstream's EDS and RDS), so they are not
-// delayed.
-
-// removalGate decides, while one response of a parent type is written to a
-// delta stream, which parent removals wait. It lives on the writer's stack
-// (owned by the writer goroutine), used with the stream's mu held.
-type removalGate struct {
-	parent, child *deltaTypeSub
-	wait          time.Duration
-	now           time.Time // taken on first use
-	armAt         time.Time // the earliest deadline set by this gate (zero: none)
-}
+// delayed. A removal held by a referrer (the second rule) is held alike.
 
 // removalGate returns the gate for writing d's responses, or false when no
 // removal of d's type waits (mu held).
 func (s *deltaStream) removalGate(d *deltaTypeSub) (removalGate, bool) {
 	wait := s.srv.opts.ParentRemovalWait
-	ct := xdstype.ChildType(d.typeURL)
-	if wait <= 0 || ct == "" {
+	if wait <= 0 {
 		return removalGate{}, false
 	}
-	child, _ := s.types.get(ct)
-	if child == nil || child.shard == nil {
+	g := removalGate{view: d, holds: &d.holds, wait: wait}
+	if ct := xdstype.ChildType(d.typeURL); ct != "" {
+		child, _ := s.types.get(ct)
+		if child != nil && child.shard != nil {
+			if cur := child.shard.Current(); cur != nil && cur.AbsenceKnown {
+				g.child = child // the children's removal can be told
+			}
+		}
+	}
+	for _, rf := range referrersOf(d.typeURL) {
+		if r, _ := s.types.get(rf.typeURL); r != nil && (r.base != nil || len(r.holds) > 0) {
+			g.addReferrer(d.typeURL, rf, r)
+		}
+	}
+	if g.child == nil && g.nrefs == 0 {
 		return removalGate{}, false
 	}
-	if cur := child.shard.Current(); cur == nil || !cur.AbsenceKnown {
-		return removalGate{}, false // the children's removal will never be told
-	}
-	return removalGate{parent: d, child: child, wait: wait}, true
+	return g, true
 }
 
-// heldRemoval is a parent removal held back: until when, and the children
-// of the parent version the client holds. Guarded by the stream's mu, as
-// the deltaTypeSub holding it.
-type heldRemoval struct {
-	until    time.Time
-	children []string
-	emptied  []string // the children the client held emptied when the wait began
+// heldResource implements removalView: the resource the client holds
+// through its base (a claimed version elsewhere has no content here).
+func (d *deltaTypeSub) heldResource(name string) (*shard.Resource, bool) {
+	if d.base == nil {
+		return nil, false
+	}
+	return d.base.Lookup(name)
 }
 
-// hold reports whether the removal of the parent name must wait, starting
-// the wait if it is new.
-func (g *removalGate) hold(name string) bool {
-	if g == nil {
-		return false
+// refersTo implements removalView: a resource of d's base the client still
+// holds, or a removal of d's type held back, refers to name.
+func (d *deltaTypeSub) refersTo(rel shard.Relation, skipAbsent bool, name string) bool {
+	if d.base != nil && d.base.Refers(rel, name) {
+		var cur *shard.Response
+		if skipAbsent && d.shard != nil {
+			cur = d.shard.Current()
+		}
+		for _, r := range d.base.Resources {
+			if !refersIn(rel, r, name) {
+				continue
+			}
+			if o, over := d.over[r.Name]; over && !o.held() {
+				continue // dropped by the client
+			}
+			if cur != nil && cur.KnownAbsent(r.Name) {
+				continue // being removed itself
+			}
+			return true
+		}
 	}
-	if g.now.IsZero() {
-		g.now = time.Now()
+	if skipAbsent {
+		return false // a held removal is of a resource being removed
 	}
-	h, waiting := g.parent.holds[name]
-	if waiting {
-		return g.now.Before(h.until) && g.childHeld(h)
-	}
-	if g.parent.base == nil {
-		return false
-	}
-	r, ok := g.parent.base.Lookup(name)
-	if !ok {
-		return false
-	}
-	h = heldRemoval{until: g.now.Add(g.wait), children: r.Children()}
-	h.emptied = g.emptied(h.children)
-	if !g.childHeld(h) {
-		return false
-	}
-	if g.parent.holds == nil {
-		g.parent.holds = map[string]heldRemoval{}
-	}
-	g.parent.holds[name] = h
-	if g.armAt.IsZero() || h.until.Before(g.armAt) {
-		g.armAt = h.until
-	}
-	return true
-}
-
-// childHeld reports whether the client holds one of h's children whose
-// removal can still come: any but one emptied since the wait began. istiod
-// removes a Cluster, then empties its assignment instead of removing it;
-// an assignment emptied before (a cluster without endpoints) may still be
-// removed after its Cluster (go-control-plane sends both removals).
-func (g *removalGate) childHeld(h heldRemoval) bool {
-	for _, c := range h.children {
-		if g.child.held(c) && (!g.child.heldEmptied(c) || slices.Contains(h.emptied, c)) {
+	for _, h := range d.holds {
+		if h.res != nil && refersIn(rel, h.res, name) {
 			return true
 		}
 	}
 	return false
 }
 
-// emptied returns the children the client holds emptied; nil when none.
-func (g *removalGate) emptied(children []string) []string {
-	var out []string
-	for _, c := range children {
-		if g.child.heldEmptied(c) {
-			out = append(out, c)
+// namesUnheld implements removalView, over the resources of d's base the
+// client has not dropped.
+func (d *deltaTypeSub) namesUnheld(routes removalView) bool {
+	if d.base == nil {
+		return false
+	}
+	for _, r := range d.base.Resources {
+		if o, over := d.over[r.Name]; over && !o.held() {
+			continue
+		}
+		if unheldChild(r, routes) {
+			return true
 		}
 	}
-	return out
+	return false
 }
 
-// holdsAny reports whether some of names must wait.
-func (g *removalGate) holdsAny(names []string) bool {
-	held := false
-	for _, n := range names {
-		held = g.hold(n) || held // every name: each new wait starts now
-	}
-	return held
-}
-
-// releaseHoldsLocked queues the current response of every parent type some
-// of whose held removals may go now (their children are gone, the client
-// dropped them, or the wait is over), and arms the timer for the rest (mu
-// held; any goroutine).
+// releaseHoldsLocked queues the current response of every type some of
+// whose held removals may go now (their children are gone, the client
+// dropped them, no referrer holds them, or the wait is over), and arms
+// the timer for the rest (mu held; any goroutine).
 func (s *deltaStream) releaseHoldsLocked() {
 	var next time.Time
 	now := time.Now()
@@ -149,7 +129,7 @@ func (s *deltaStream) releaseHoldsLocked() {
 			switch {
 			case cur == nil || !cur.KnownAbsent(n):
 				delete(d.holds, n) // no removal due any more (the resource is back)
-			case !gated || !now.Before(h.until) || !g.childHeld(h):
+			case !gated || !now.Before(h.until) || !g.blocked(n, h):
 				release = true
 			case next.IsZero() || h.until.Before(next):
 				next = h.until
@@ -161,30 +141,6 @@ func (s *deltaStream) releaseHoldsLocked() {
 	}
 	if !next.IsZero() {
 		s.armHoldTimerLocked(next)
-	}
-}
-
-// armHoldTimerLocked makes sure the stream looks at its held removals again
-// by deadline (mu held). One timer per stream, stopped when the stream ends.
-func (s *deltaStream) armHoldTimerLocked(deadline time.Time) {
-	if s.holdTimer != nil || s.stopped {
-		return // a pending timer fires no later, and re-arms for the rest
-	}
-	s.holdTimer = time.AfterFunc(time.Until(deadline)+time.Millisecond, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.holdTimer = nil
-		s.releaseHoldsLocked()
-	})
-}
-
-// stopHoldTimer stops the timer at the stream's end.
-func (s *deltaStream) stopHoldTimer() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.holdTimer != nil {
-		s.holdTimer.Stop()
-		s.holdTimer = nil
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 func parent(t *testing.T, typeURL, name string, v int, children ...string) *shard.Resource {
 	t.Helper()
 	r := deltaResource(t, typeURL, name, v)
-	return shard.NewResource(r.Name, r.Any, r.Hash, r.Rare, children)
+	return shard.NewResource(r.Name, r.Any, r.Hash, r.Rare, children, nil)
 }
 
 // orderSetup has a delta ADS client hold clusters A and B and the endpoints

@@ -25,6 +25,9 @@ type Metrics interface {
 	// QueueCollapsed counts a slow client's queue jumping to the latest
 	// state (responses dropped).
 	QueueCollapsed(variant string)
+	// LoadReportReceived counts a client's load report merged into its
+	// class's window (lrs.go).
+	LoadReportReceived(class string)
 }
 
 // NopMetrics discards every event.
@@ -40,6 +43,7 @@ func (NopMetrics) Pushed(string, string, int)      {}
 func (NopMetrics) ClientACK(string, string)        {}
 func (NopMetrics) ClientNACK(string, string)       {}
 func (NopMetrics) QueueCollapsed(string)           {}
+func (NopMetrics) LoadReportReceived(string)       {}
 
 // Disconnect reasons, as counted.
 const (
@@ -50,6 +54,9 @@ const (
 	ReasonSlowClient     = "slow_client"
 	ReasonDenied         = "permission_denied"
 	ReasonError          = "error"
+	// ReasonUpstreamUnavailable: the relay had nothing for the stream and
+	// its class's control plane was unreachable (unserved.go).
+	ReasonUpstreamUnavailable = "upstream_unavailable"
 )
 
 // disconnectReason classifies how a stream ended.
@@ -63,6 +70,8 @@ func disconnectReason(err error) string {
 		return ReasonSlowClient
 	case errors.As(err, new(firstRequestTimeout)):
 		return ReasonLimit
+	case errors.As(err, new(*unservedError)):
+		return ReasonUpstreamUnavailable
 	}
 	switch status.Code(err) {
 	case codes.Canceled, codes.DeadlineExceeded:

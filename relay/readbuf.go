@@ -14,9 +14,9 @@ import (
 // with two syscalls, its 9-byte header and then its payload; a client's
 // window updates, pings and requests come in bursts of small frames, and
 // those syscalls were a fifth of the relay's CPU while it pushed to 10,000
-// streams (docs/benchmarks.md, "Reading"). A buffer of its own would cost
-// every idle connection its size; a pooled one is held only while a read has
-// left bytes unconsumed. TrackConnections applies it.
+// streams (docs/benchmarks.md, "Memory per stream"). A buffer of its own
+// would cost every idle connection its size; a pooled one is held only while
+// a read has left bytes unconsumed. TrackConnections applies it.
 func BufferReads(l net.Listener) net.Listener { return bufferingListener{l} }
 
 type bufferingListener struct{ net.Listener }

@@ -75,6 +75,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 		return
 	}
 
+	if s.Draining() {
+		s.refuseDrainingPoll(w)
+		return
+	}
 	lift := bodyDeadline(w, s.opts.RESTReadTimeout)
 	req, status, err := s.readRESTRequest(w, r, typeURL)
 	if err != nil {
@@ -112,7 +116,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, maxHold time.
 	// The lease is released before the poll's shard is left (it lingers,
 	// as an ended stream's: shard.Class.Leave), so a class used only by
 	// polls lingers with its shards between them.
-	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, &s.held, func() { s.registry.Release(class) })
+	resp, err := restPoll(r, class, typeURL, sub, req.GetVersionInfo(), maxHold, &s.held, s.drain.started, func() { s.registry.Release(class) })
+	if errors.Is(err, errPollDrained) {
+		s.refuseDrainingPoll(w)
+		return
+	}
 	if err != nil {
 		if errors.As(err, new(heldPollsFull)) {
 			w.Header().Set("Retry-After", "1")
@@ -205,7 +213,10 @@ func protoMessage(err error) string {
 // it lingers for the class's linger with its upstream interest, so a client
 // polling every few seconds is answered from the cache and its names are
 // not unsubscribed upstream and subscribed again at each poll.
-func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, held *heldPolls, release func()) (*shard.Response, error) {
+//
+// A poll held when the relay begins to drain (drained closed) returns
+// errPollDrained at once.
+func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Subscription, clientVersion string, maxHold time.Duration, held *heldPolls, drained <-chan struct{}, release func()) (*shard.Response, error) {
 	rw := &restWatcher{sig: dedup.NewSignal()}
 	sh, err := class.TrySubscribe(typeURL, sub, rw)
 	if err != nil {
@@ -236,6 +247,8 @@ func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Sub
 			}
 		case <-hold.C:
 			return nil, nil
+		case <-drained:
+			return nil, errPollDrained
 		case <-r.Context().Done():
 			// The client is gone (or the server is closing): nothing changed
 			// as far as it is concerned.
@@ -243,6 +256,9 @@ func restPoll(r *http.Request, class *shard.Class, typeURL string, sub shard.Sub
 		}
 	}
 }
+
+// errPollDrained ends a poll held when the relay began to drain.
+var errPollDrained = errors.New("xds-relay is draining")
 
 // restSendable returns the shard's current response if the client lacks it:
 // it exists, differs from clientVersion and (for types without full-state

@@ -76,10 +76,12 @@ type Options struct {
 	// every REST poll, before the request touches any state. An error ends
 	// the stream (use PermissionDenied).
 	AuthorizeType func(ctx context.Context, typeURL string) error
-	// ParentRemovalWait bounds how long a delta client's removal of a
-	// Cluster (Listener) waits for the removal of its ClusterLoadAssignment
-	// (RouteConfiguration), which the client is told first (default 5s;
-	// negative: removals are never held). See removalGate.
+	// ParentRemovalWait bounds how long a removal is held back for the
+	// change that makes it safe (default 5s; negative: removals are never
+	// held; see removalGate): a delta client's removal of a Cluster
+	// (Listener) for the removal of its ClusterLoadAssignment
+	// (RouteConfiguration), and a SotW or delta client's removal of a
+	// Cluster for the route or Listener change that stops naming it.
 	ParentRemovalWait time.Duration
 	// AllowCompressedRequests accepts gzip-compressed requests (gRPC
 	// grpc-encoding, REST Content-Encoding), inflated within the message
@@ -100,6 +102,14 @@ type Options struct {
 	// and class creations (see PeerLimits); share it with the ConnGate of
 	// the listeners. nil: no per-peer limits.
 	Peers *Peers
+	// LoadReports, if set, carries each class's load reports to the
+	// control plane (LoadReportingService, lrs.go). nil: the service
+	// answers UNIMPLEMENTED with NoLoadReports (default
+	// DefaultNoLoadReports).
+	LoadReports   LoadUpstream
+	NoLoadReports string
+	// LoadLimits bound the load-reporting clients.
+	LoadLimits LoadLimits
 }
 
 // DefaultParentRemovalWait is Options.ParentRemovalWait's default.
@@ -150,6 +160,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxHeldPolls == 0 {
 		o.MaxHeldPolls = DefaultMaxHeldPolls
 	}
+	if o.NoLoadReports == "" {
+		o.NoLoadReports = DefaultNoLoadReports
+	}
+	o.LoadLimits = o.LoadLimits.withDefaults()
 	return o
 }
 
@@ -169,11 +183,22 @@ type Server struct {
 	// a sync.Map, safe for concurrent use.
 	conns sync.Map
 	held  heldPolls // REST polls held now, within Options.MaxHeldPolls
+	// loadStreams counts the open load-report streams, within
+	// LoadLimits.MaxStreams.
+	loadStreams atomic.Int64
+
+	loads loadHubs // the classes' load reporting (lrs_hub.go)
 
 	mu sync.Mutex
 	// streams: the open streams, each with what returns its peer's share
 	// (see Options.Peers). Guarded by mu.
 	streams map[downstream]func()
+	// draining: a drain began (StartDrain); from then on register refuses
+	// every stream, so none opens after Drain listed the streams it ends.
+	// Guarded by mu.
+	draining bool
+
+	drain drainState // what the drain refused, and the signal held polls wait on
 }
 
 // downstream is a client stream of any variant, as the server tracks it.
@@ -181,6 +206,9 @@ type downstream interface {
 	streamID() uint64
 	status() DownstreamStatus
 	closeStream()
+	// endUnserved ends the stream if it is of class c and the relay
+	// cannot serve it (unserved.go).
+	endUnserved(c *shard.Class)
 }
 
 // NewServer returns a server over registry.
@@ -194,8 +222,12 @@ func NewServer(registry *shard.Registry, log *zap.Logger, opts Options) *Server 
 		drops:    opts.Drops,
 		clog:     opts.ClientLog,
 		streams:  map[downstream]func(){},
+		drain:    drainState{started: make(chan struct{})},
 	}
 	s.held.max = int64(max(opts.MaxHeldPolls, -1))
+	if registry != nil {
+		registry.OnUpstreamUnavailable(s.classUnavailable)
+	}
 	return s
 }
 
@@ -234,11 +266,14 @@ func unknownMethod(_ any, stream grpc.ServerStream) error {
 // within MaxStreams and the peer's share (Options.Peers); forget ends that.
 func (s *Server) register(st downstream, variant string, addr net.Addr) error {
 	refused := func(err error) error {
-		s.metrics.StreamClosed(variant, ReasonLimit)
+		s.countRefused(variant, ReasonLimit)
 		return err
 	}
 	full := func() error {
 		return status.Errorf(codes.ResourceExhausted, "xds-relay serves its limit of %d streams: try another relay", s.opts.MaxStreams)
+	}
+	if s.Draining() {
+		return s.refuseDraining(variant)
 	}
 	if s.StreamCount() >= s.opts.MaxStreams {
 		return refused(full()) // before the peer's rate is charged
@@ -254,6 +289,11 @@ func (s *Server) register(st downstream, variant string, addr net.Addr) error {
 		}
 	}
 	s.mu.Lock()
+	if s.draining { // the drain began meanwhile: it did not list st
+		s.mu.Unlock()
+		done()
+		return s.refuseDraining(variant)
+	}
 	if len(s.streams) >= s.opts.MaxStreams { // others registered meanwhile
 		s.mu.Unlock()
 		done() // Peers.mu is never taken under mu
@@ -303,6 +343,13 @@ func (s *Server) logStreamEnd(logger func() *zap.Logger, err error, reason strin
 	logger().Debug("client left", fields...)
 }
 
+// countRefused counts a stream refused before it was served, for reason:
+// a disconnect, and no change to the open streams.
+func (s *Server) countRefused(variant, reason string) {
+	s.metrics.StreamOpened(variant)
+	s.metrics.StreamClosed(variant, reason)
+}
+
 func (s *Server) forget(st downstream) {
 	s.mu.Lock()
 	done := s.streams[st]
@@ -333,6 +380,9 @@ type DownstreamStatus struct {
 	// client was moved straight to the latest state.
 	Collapses int                    `json:"queue_collapses"`
 	Types     []DownstreamTypeStatus `json:"types"`
+	// LoadReports counts the reports of a load-report stream (variant
+	// lrs).
+	LoadReports int `json:"load_reports,omitempty"`
 }
 
 // DownstreamTypeStatus describes one type URL of a downstream stream.
@@ -381,18 +431,28 @@ func sortTypes(ts []DownstreamTypeStatus) {
 
 // Drain ends every open stream with ErrDraining, spread evenly over period
 // in random order, so the clients' reconnections do not hit the other
-// relays of the tier at once. Streams opened meanwhile are not covered: the
-// caller stops accepting first (grpc.Server.GracefulStop sends GOAWAY). A
-// stream that ends by itself meanwhile takes no time: each wait is the time
-// left divided among the streams still open. When ctx ends early, the
-// remaining streams are ended at once. Drain returns when every stream it
-// covers has been told to end.
-func (s *Server) Drain(ctx context.Context, period time.Duration) {
+// relays of the tier at once. It begins the drain first (StartDrain): a
+// stream opened from then on is refused with UNAVAILABLE (ErrDrainRefused)
+// and a REST poll answered 503, so the drain covers every stream, those its
+// clients reopen at once on the same connection included (a client sees
+// the end of its stream before the GOAWAY that grpc.Server.GracefulStop
+// sends). A stream that ends by itself meanwhile takes no time: each wait
+// is the time left divided among the streams still open. When ctx ends
+// before the period (a deadline of ctx earlier than period counts as the
+// period's end), the remaining streams are ended at once, and counted as
+// cut. Drain returns when every stream it covers has been told to end, with
+// what it did.
+func (s *Server) Drain(ctx context.Context, period time.Duration) DrainReport {
+	s.StartDrain()
 	s.mu.Lock()
 	streams := slices.Collect(maps.Keys(s.streams))
 	s.mu.Unlock()
 	rand.Shuffle(len(streams), func(i, j int) { streams[i], streams[j] = streams[j], streams[i] })
+	rep := DrainReport{Streams: len(streams)}
 	deadline := time.Now().Add(period)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for i, st := range streams {
@@ -404,6 +464,7 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) {
 		left := min(len(s.streams), len(streams)-i)
 		s.mu.Unlock()
 		if !open {
+			rep.Left++
 			continue
 		}
 		if wait := time.Until(deadline) / time.Duration(max(left, 1)); wait > 0 && ctx.Err() == nil {
@@ -413,6 +474,13 @@ func (s *Server) Drain(ctx context.Context, period time.Duration) {
 			case <-ctx.Done():
 			}
 		}
+		if ctx.Err() != nil && time.Now().Before(deadline) {
+			rep.Cut++ // before its turn: the drain was cut short
+		} else {
+			rep.Spread++
+		}
 		st.closeStream()
 	}
+	rep.Refused, rep.PollsRefused = s.DrainRefusals()
+	return rep
 }

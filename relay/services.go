@@ -44,11 +44,13 @@ type xdsService struct {
 }
 
 // Register installs every v3 xDS service on g: SotW and delta, aggregated and
-// per type. Fetch (unary) methods answer Unimplemented.
+// per type, and LoadReportingService (lrs.go). Fetch (unary) methods answer
+// Unimplemented.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	for _, svc := range services {
 		g.RegisterService(serviceDesc(svc.desc, svc.typeURL), s)
 	}
+	g.RegisterService(loadServiceDesc, s)
 }
 
 // xdsHandler is the HandlerType of the relay's service descriptions: what

@@ -154,9 +154,11 @@ func TestBadRequests(t *testing.T) {
 }
 
 // The relay serves every v3 xDS service under its generated name, with every
-// method; the unary Fetch methods answer Unimplemented.
+// method, and LoadReportingService; the unary Fetch methods answer
+// Unimplemented.
 func TestServiceMethods(t *testing.T) {
 	want := map[string][]string{
+		"envoy.service.load_stats.v3.LoadReportingService":      {"StreamLoadStats"},
 		"envoy.service.discovery.v3.AggregatedDiscoveryService": {"DeltaAggregatedResources", "StreamAggregatedResources"},
 		"envoy.service.listener.v3.ListenerDiscoveryService":    {"DeltaListeners", "FetchListeners", "StreamListeners"},
 		"envoy.service.route.v3.RouteDiscoveryService":          {"DeltaRoutes", "FetchRoutes", "StreamRoutes"},

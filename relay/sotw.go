@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"slices"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 
@@ -58,21 +60,38 @@ func (s *sotwStream) collectLocked(e queued[*sotwTypeSub]) (wire.Stamped, drop.R
 		// without full-state semantics (spec "Deleting Resources").
 		return wire.Stamped{}, drop.EmptyResponse
 	}
-	body := e.resp.Body()
-	if s.resourceInSotW {
-		body = e.resp.WrappedBody() // carries the TTLs; Body when there are none
+	version, sum := e.resp.Version, e.resp.Sum
+	var body wire.Body
+	kept := s.keptLocked(t, e.resp)
+	if len(kept) > 0 {
+		// Clusters whose removal waits for a route change (removalGate).
+		body, version = s.keptBody(e.resp, kept)
+		sum = 0
+	} else {
+		body = e.resp.Body()
+		if s.resourceInSotW {
+			body = e.resp.WrappedBody() // carries the TTLs; Body when there are none
+		}
 	}
 	m := s.stampLocked(body, &t.typeSubBase)
-	t.sentVersion, t.sentSum, t.force, t.claimed = e.resp.Version, e.resp.Sum, false, false
+	t.carried = t.carriedAfter(e.resp)
+	t.sentVersion, t.sentSum, t.force, t.claimed = version, sum, false, false
+	t.sent, t.kept = e.resp, kept
+	for n := range t.removals {
+		if _, ok := slices.BinarySearchFunc(kept, n, byName); !ok {
+			delete(t.removals, n) // sent
+		}
+	}
 	t.pushes++
 	return m, 0
 }
 
-// collectedLocked implements protocol: nothing to do.
-func (s *sotwStream) collectedLocked() {}
+// collectedLocked implements protocol: what was just collected (a route
+// change) may free a held removal.
+func (s *sotwStream) collectedLocked() { s.releaseHoldsLocked() }
 
-// ending implements protocol: nothing to stop.
-func (s *sotwStream) ending() {}
+// ending implements protocol: the removal timer stops.
+func (s *sotwStream) ending() { s.stopHoldTimer() }
 
 // handle implements protocol: it applies one request (reader goroutine).
 func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
@@ -135,6 +154,7 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 			t.updateSend(first, old, req.GetVersionInfo())
 			s.pushLocked(t, next, next.Current(), false)
 		}
+		s.releaseHoldsLocked() // the client may have dropped a referrer of a held removal
 	})
 }
 

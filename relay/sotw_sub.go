@@ -35,6 +35,15 @@ type sotwTypeSub struct {
 	// sentVersion: an upstream's version may stay while the content
 	// changes (a name newly asked for is answered at the type's version).
 	sentSum uint64
+	// What the client holds, for the removal order (sotw_order.go): sent,
+	// the shard response last sent (nil: unknown, as after a version the
+	// client declared); kept, the Clusters sent with it whose removal
+	// waits (sorted by name), and removals, their waits; carried, the
+	// RouteConfigurations sent before that sent left out (still held).
+	sent     *shard.Response
+	kept     []*shard.Resource
+	removals map[string]heldRemoval
+	carried  []*shard.Resource
 }
 
 func newSotWTypeSub(typeURL string) *sotwTypeSub {
@@ -88,7 +97,8 @@ func (t *sotwTypeSub) updateSend(first bool, old *shard.Shard, clientVersion str
 		if oc := old.Current(); !t.force && oc != nil && oc.Version == t.sentVersion && cur != nil {
 			// Up to date before, and nothing new exists: the new content is a
 			// subset of what the client holds.
-			t.sentVersion, t.sentSum = cur.Version, cur.Sum
+			t.carried = t.carriedAfter(cur)
+			t.sentVersion, t.sentSum, t.sent = cur.Version, cur.Sum, cur
 		}
 	}
 }

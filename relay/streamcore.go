@@ -77,6 +77,10 @@ type protocol[S perType, Req any] interface {
 	// ending runs when the stream ends, before its shards are released
 	// (reader goroutine, mu not held).
 	ending()
+	// releaseHoldsLocked queues what removals held back may go now, and
+	// arms the hold timer for the rest (mu held; any goroutine: the hold
+	// timer's too). See removalGate.
+	releaseHoldsLocked()
 	// typeStatusLocked describes one type of the stream (mu held).
 	typeStatusLocked(t S) DownstreamTypeStatus
 }
@@ -161,6 +165,9 @@ type stream[S perType, Req any] struct {
 	// installed, since the type's state already describes the new
 	// subscription (see unlockAndSwitch).
 	switching S
+	// holdTimer wakes the stream when a held removal's wait ends (see
+	// removalGate); stopped when the stream ends.
+	holdTimer *time.Timer
 }
 
 var _ shard.Watcher = (*stream[*sotwTypeSub, *discoveryv3.DiscoveryRequest])(nil)
@@ -232,6 +239,9 @@ func (s *stream[S, Req]) read() error {
 			return err
 		}
 		if err := s.proto.handle(req); err != nil {
+			return err
+		}
+		if err := s.checkServed(); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/xds-relay/xds-relay/shard"
 	"github.com/xds-relay/xds-relay/shard/clientlog"
 )
 
@@ -61,26 +62,9 @@ func (s *stream[S, Req]) classify(node *corev3.Node) error {
 	if s.class != nil {
 		return nil
 	}
-	if node == nil {
-		return status.Error(codes.InvalidArgument, "node: the first request of a stream must carry the node")
-	}
-	className, err := s.srv.checkNode(node)
+	class, err := s.srv.acquireClass(s.ctx, node) // released by release
 	if err != nil {
 		return err
-	}
-	if auth := s.srv.opts.Authorize; auth != nil {
-		// Before the class exists or anything is subscribed: a client that
-		// may not claim this node gets nothing else.
-		if err := auth(s.ctx, node, className); err != nil {
-			return err
-		}
-	}
-	if err := s.srv.newClass(s.ctx, node); err != nil {
-		return err
-	}
-	class, err := s.srv.registry.Acquire(node) // released by release
-	if err != nil {
-		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	s.mu.Lock()
 	s.nodeID, s.class = node.GetId(), class
@@ -92,6 +76,34 @@ func (s *stream[S, Req]) classify(node *corev3.Node) error {
 		}
 	}
 	return nil
+}
+
+// acquireClass checks the node of a stream's first request, authorizes the
+// stream's peer (ctx) to claim it, and takes a lease on its class, which
+// the caller releases (registry.Release) when the stream ends.
+func (s *Server) acquireClass(ctx context.Context, node *corev3.Node) (*shard.Class, error) {
+	if node == nil {
+		return nil, status.Error(codes.InvalidArgument, "node: the first request of a stream must carry the node")
+	}
+	className, err := s.checkNode(node)
+	if err != nil {
+		return nil, err
+	}
+	if auth := s.opts.Authorize; auth != nil {
+		// Before the class exists or anything is subscribed: a client that
+		// may not claim this node gets nothing else.
+		if err := auth(ctx, node, className); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.newClass(ctx, node); err != nil {
+		return nil, err
+	}
+	class, err := s.registry.Acquire(node)
+	if err != nil {
+		return nil, status.Error(codes.ResourceExhausted, err.Error())
+	}
+	return class, nil
 }
 
 // FeatureResourceInSotW is the client feature that lets SotW responses carry

@@ -43,6 +43,9 @@ type Class struct {
 	// store holds the tables' resources, shared with other classes (nil:
 	// each table holds its own).
 	store ResourceStore
+	// onUnavailable are told when the upstream becomes unreachable
+	// (unavailable.go).
+	onUnavailable []UnavailableHook
 	// shardLinger is how long a shard left by its last stream's end
 	// lingers (Leave); zero: it goes at once.
 	shardLinger time.Duration
@@ -63,6 +66,10 @@ type Class struct {
 	// freed: the class was dropped and its resources released; an update
 	// still arriving is not installed.
 	freed bool
+
+	// What the upstream sent and whether it is reachable (unavailable.go);
+	// its own lock.
+	reach upstreamReach
 
 	// Guarded by Registry.mu (see registry.go).
 	leases    int         // streams (and REST polls) using the class
@@ -207,13 +214,14 @@ func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) (d
 // AwaitsNames reports whether the upstream was last asked for names of
 // typeURL that the class neither holds nor knows to be absent: pending
 // names (Listener and Cluster, or any type of an incremental upstream),
-// whose answer is owed. A SotW upstream's request then claims no version
+// whose answer is owed; or that it holds on a shadow's word alone
+// (shadowbounds.go), which the upstream is to confirm. A SotW upstream's request then claims no version
 // (upstream/sotw.go), so that the upstream answers them.
 func (c *Class) AwaitsNames(typeURL string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.tables[typeURL]
-	return t != nil && t.pending.asked()
+	return t != nil && (t.pending.asked() || t.awaitsRestored())
 }
 
 // Interest returns the union of the subscriptions of typeURL's shards.
@@ -337,16 +345,22 @@ func (c *Class) applyLocked(typeURL string, u Update, start time.Time, ts *tells
 	}
 	// A heartbeat's resource may repeat one of the update's names.
 	distinct := u.Distinct && len(resources) == kept
-	changed := t.apply(resources, u.Kind == UpdateFull, distinct)
+	changed, gone := t.apply(resources, u.Kind == UpdateFull, distinct)
 	for _, n := range u.Removed {
+		if r, ok := t.resources.get(n); ok {
+			gone = append(gone, r)
+		}
 		changed = append(changed, t.drop(n)...)
 		if u.Kind == UpdateIncremental && t.pending.told(n) {
 			// An incremental upstream said it is gone: known absent now.
 			changed = append(changed, n)
 		}
 	}
+	c.orphanChildren(t, gone) // the control plane removed them: their children's shadows go
 	var shards map[*Shard]struct{}
 	if u.Kind.answers() {
+		c.markReceived(typeURL) // before any watcher is told of it
+		changed = append(changed, t.confirm(resources, beats)...)
 		changed = append(changed, t.pending.answerCame()...)
 		if t.up.answer(u.Kind, u.Version) {
 			// The first answer, or the re-asked wildcard's: every shard.

@@ -70,6 +70,8 @@ type Registry struct {
 	closed   bool           // no more linger timers
 	limits   Limits         // copied into each class
 	store    ResourceStore  // copied into each class
+	// onUnavailable: copied into each class (OnUpstreamUnavailable).
+	onUnavailable []UnavailableHook
 
 	// drops counts drops in progress: Add under mu while !closed, Done by
 	// the dropping goroutine; Close waits for it.
@@ -173,6 +175,7 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	c.onFanout = r.onFanout
 	c.limits = r.limits
 	c.store = r.store
+	c.onUnavailable = r.onUnavailable
 	c.shardLinger = max(r.life.Linger, 0)
 	c.lingering.counts = &r.lingers
 	if r.newClass != nil {

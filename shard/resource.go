@@ -42,6 +42,8 @@ type Rare struct {
 	UpstreamVersion string
 	// children are the resource's child names when there are more than one.
 	children []string
+	// refs are the Clusters the resource routes to (see References).
+	refs []string
 }
 
 // NewRare returns the rare part of a resource with these aliases, TTL and
@@ -55,11 +57,12 @@ func NewRare(aliases []string, ttl []byte, upstreamVersion string) *Rare {
 
 // NewResource returns the resource named name with the Any bytes anyBytes,
 // which it keeps (the caller never writes them again), its hash, the rare
-// part (nil when none) and its children (see Children). Its name and
-// children are strings sharing anyBytes where anyBytes contain them (a
-// resource's name always, in its message's name field; a Cluster's EDS
-// service name, a Listener's route config names), not allocations of their
-// own.
+// part (nil when none), its children (see Children) and the Clusters it
+// routes to (see References). Its name, children and references are
+// strings sharing anyBytes where anyBytes contain them (a resource's name
+// always, in its message's name field; a Cluster's EDS service name, a
+// Listener's route config names, a route's cluster names), not allocations
+// of their own.
 //
 // Sharing is safe: anyBytes are immutable from here on (Any is never
 // written: a resource is read-only once created, and whoever made anyBytes
@@ -68,9 +71,19 @@ func NewRare(aliases []string, ttl []byte, upstreamVersion string) *Rare {
 // a name kept after its resource is gone keeps the resource's bytes, so
 // what keeps names for long copies them (nameCache; a delta upstream
 // stream's versions).
-func NewResource(name string, anyBytes []byte, hash uint64, rare *Rare, children []string) *Resource {
+func NewResource(name string, anyBytes []byte, hash uint64, rare *Rare, children, refs []string) *Resource {
 	s := unsafe.String(unsafe.SliceData(anyBytes), len(anyBytes))
 	r := &Resource{Name: within(s, name), Any: anyBytes, Hash: hash, Rare: rare}
+	if len(refs) > 0 {
+		shared := make([]string, len(refs))
+		for i, c := range refs {
+			shared[i] = within(s, c)
+		}
+		if r.Rare == nil {
+			r.Rare = &Rare{}
+		}
+		r.Rare.refs = shared
+	}
 	switch len(children) {
 	case 0:
 	case 1:
@@ -143,6 +156,19 @@ func (r *Resource) Children() []string {
 	return nil
 }
 
+// References are the names of the Clusters the resource routes to (a
+// RouteConfiguration's route actions; a Listener's inline routes and TCP
+// proxies), recorded once per resource version by the source that decoded
+// it; nil when none or not known. A client holding it is not told of such
+// a Cluster's removal before it holds a version that no longer names it
+// (relay's removal order). Read-only.
+func (r *Resource) References() []string {
+	if r.Rare == nil {
+		return nil
+	}
+	return r.Rare.refs
+}
+
 // Plain reports whether the resource has none of what a SotW resource
 // sent without a wrapper lacks: aliases, TTL, upstream version.
 func (r *Resource) Plain() bool {
@@ -160,7 +186,7 @@ func (r *Resource) withTTL(ttl []byte) *Resource {
 		*rare = *r.Rare
 		rare.TTL = ttl
 	}
-	if rare.TTL == nil && len(rare.Aliases) == 0 && rare.UpstreamVersion == "" && rare.children == nil {
+	if rare.TTL == nil && len(rare.Aliases) == 0 && rare.UpstreamVersion == "" && rare.children == nil && rare.refs == nil {
 		rare = nil
 	}
 	return &Resource{Name: r.Name, Any: r.Any, Hash: h, Rare: rare, child: r.child}

@@ -28,7 +28,7 @@ func TestNewResourceSharesItsBytes(t *testing.T) {
 		{[]string{"child1", "child2"}, true},
 		{[]string{"elsewhere"}, false},
 	} {
-		r := NewResource(string([]byte("name")), raw, 1, nil, slices.Clone(tc.children))
+		r := NewResource(string([]byte("name")), raw, 1, nil, slices.Clone(tc.children), nil)
 		if r.Name != "name" || !inside(r.Name, raw) {
 			t.Errorf("name %q not within the Any bytes", r.Name)
 		}
@@ -65,8 +65,8 @@ func TestNewRare(t *testing.T) {
 // names share their bytes): it outlives them.
 func TestNameListOwnsItsNames(t *testing.T) {
 	raw := []byte("..list-owns-a..list-owns-b..")
-	a := NewResource("list-owns-a", raw, 1, nil, nil)
-	b := NewResource("list-owns-b", raw, 2, nil, nil)
+	a := NewResource("list-owns-a", raw, 1, nil, nil, nil)
+	b := NewResource("list-owns-b", raw, 2, nil, nil, nil)
 	l := nameLists.share([]string{a.Name, b.Name})
 	if !slices.Equal(l.names, []string{"list-owns-a", "list-owns-b"}) {
 		t.Fatalf("list %q", l.names)

@@ -1,6 +1,9 @@
 package shard
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Shadowed resources: what a table dropped that its state-of-the-world
 // upstream may still believe the class holds.
@@ -24,7 +27,9 @@ import "time"
 // upstream while shadowed is served again when re-asked, which a SotW
 // upstream could not have reported for these types anyway (the spec's
 // "Deleting Resources": SotW has no deletion for them), so a class asking
-// for it all along would hold it too.
+// for it all along would hold it too. Bounded (shadowbounds.go): not when
+// the control plane removed its parent, and for ShadowHold at most unless
+// the upstream sends it again.
 //
 // Listener and Cluster are not shadowed: a SotW response of theirs lists
 // every resource asked for, and a request asking for one the class lacks
@@ -62,7 +67,8 @@ func (t *table) shadows() bool { return !t.fullState && !t.up.incremental && t.u
 // longer asked for), as the upstream may believe the class holds it. r is
 // not held in the store while shadowed.
 func (t *table) shadow(r *Resource, now time.Time) {
-	if !t.shadows() {
+	delete(t.restored, r.Name)
+	if !t.shadows() || t.orphan(r.Name, now) {
 		return
 	}
 	if _, ok := t.shadowed[r.Name]; !ok && len(t.shadowed) >= shadowLimit {
@@ -94,6 +100,7 @@ func (t *table) restoreShadowed(sub Subscription, now time.Time) (restored []str
 		}
 		t.resources.put(t.hold(r))
 		t.pending.told(name)
+		t.markRestored(name, now)
 		for _, a := range r.Aliases() {
 			t.aliases[a] = name
 		}
@@ -109,34 +116,45 @@ func (t *table) restoreShadowed(sub Subscription, now time.Time) (restored []str
 // UpstreamHoldsNothing tells the class that its upstream stream asks for
 // typeURL with nothing of it answered on the stream (a new stream, or the
 // type's first request on it): the upstream believes the class holds
-// nothing of it, so nothing dropped is shadowed any more.
+// nothing of it, so nothing dropped is shadowed any more, and its first
+// answer, to a request claiming no version, tells the state of every name
+// asked (see resyncing).
 func (c *Class) UpstreamHoldsNothing(typeURL string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t := c.tables[typeURL]; t != nil && len(t.shadowed) > 0 {
+	t := c.tables[typeURL]
+	if t == nil {
+		return
+	}
+	t.resyncing = !t.fullState && t.resources.len() > 0
+	if len(t.shadowed) > 0 {
 		t.shadowed = nil
 		c.freeIfIdle(t)
 	}
 }
 
-// sweepShadowLater arranges for t's shadows to be forgotten once expired
-// (mu held): one timer a table at a time, whose goroutine only takes the
-// class lock and returns.
+// sweepShadowLater arranges for t's shadows (and what was restored from
+// them, and its orphan marks) to be forgotten once expired (mu held): one
+// timer a table at a time, whose goroutine only takes the class lock and
+// returns.
 func (c *Class) sweepShadowLater(t *table) {
-	if len(t.shadowed) == 0 || t.shadowSweep {
+	if len(t.shadowed) == 0 && len(t.restored) == 0 && len(t.orphaned) == 0 || t.shadowSweep {
 		return
 	}
 	t.shadowSweep = true
 	time.AfterFunc(ShadowHold+time.Millisecond, func() { c.sweepShadow(t) })
 }
 
-// sweepShadow forgets t's expired shadows, frees t if nothing else keeps
-// it, and sweeps again later for the rest.
+// sweepShadow forgets t's expired shadows and orphan marks, drops what was
+// restored from a shadow and not confirmed within ShadowHold (its shards
+// are told), frees t if nothing else keeps it, and sweeps again later for
+// the rest.
 func (c *Class) sweepShadow(t *table) {
+	var ts tells
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	t.shadowSweep = false
 	if c.freed || c.tables[t.typeURL] != t {
+		c.mu.Unlock()
 		return
 	}
 	now := time.Now()
@@ -145,6 +163,13 @@ func (c *Class) sweepShadow(t *table) {
 			delete(t.shadowed, name)
 		}
 	}
+	t.expireOrphans(now)
+	if gone := t.expireRestored(now); len(gone) > 0 {
+		c.rebuildLocked(context.Background(), t, t.affected(gone), now, &ts)
+	}
 	c.freeIfIdle(t)
 	c.sweepShadowLater(t)
+	c.takeTurnLocked(&ts)
+	c.mu.Unlock()
+	ts.tellOutside()
 }

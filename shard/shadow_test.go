@@ -128,7 +128,7 @@ func TestShadowExpires(t *testing.T) {
 // askedAnsweredDropped subscribes a shard to names of typeURL, asks the
 // upstream, installs its answer (each name at content "1"), then drops the
 // shard and asks again: the class has dropped them.
-func askedAnsweredDropped(c *Class, w *recorder, typeURL string, incremental bool, names ...string) {
+func askedAnsweredDropped(c *Class, w Watcher, typeURL string, incremental bool, names ...string) {
 	kind := UpdateMerge
 	if incremental {
 		kind = UpdateIncremental

@@ -57,6 +57,9 @@ type Response struct {
 	// version.
 	deltaBody atomic.Pointer[wire.Body]
 	fanout    atomic.Pointer[fanout]
+	// named: what the resources refer to by name, built on first use
+	// (see Names); nil before.
+	named atomic.Pointer[namedIndex]
 }
 
 // fanout counts down the streams told of a response until each has written

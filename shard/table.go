@@ -33,6 +33,14 @@ type table struct {
 	// the expired ones.
 	shadowed    map[string]shadowedResource
 	shadowSweep bool
+	// What keeps a shadow from outliving its reason (shadowbounds.go):
+	// orphaned, the names whose parent the control plane removed (the
+	// time they were dropped since, zero while held); restored, the names
+	// held again from a shadow that the upstream has not sent since (when);
+	// resyncing, the upstream's next answer is its first on a new stream.
+	orphaned  map[string]time.Time
+	restored  map[string]time.Time
+	resyncing bool
 
 	shards    map[Key][]*Shard    // a slice only to survive hash collisions
 	byName    map[string]shardSet // never an empty set
@@ -255,11 +263,12 @@ func (t *table) lookup(key Key, sub Subscription) *Shard {
 }
 
 // apply merges an upstream update into the table and returns the names whose
-// content changed. With replace, resources absent from update are deleted.
+// content changed. With replace, resources absent from update are deleted
+// (and returned as gone).
 // distinct says no two of update share a name (the source checked): the
 // table then finds a full state's deletions by counting, and builds a set
 // of the update's names only when there are some.
-func (t *table) apply(update []*Resource, replace, distinct bool) (changed []string) {
+func (t *table) apply(update []*Resource, replace, distinct bool) (changed []string, gone []*Resource) {
 	var seen map[string]struct{}
 	if replace && !distinct {
 		seen = getNameSet()
@@ -299,7 +308,7 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 	if !replace || seen == nil && t.resources.len() == len(update) {
 		// Distinct names, every one of them held: none held is absent.
 		t.resources.settle()
-		return changed
+		return changed, nil
 	}
 	if seen == nil {
 		seen = getNameSet()
@@ -310,11 +319,12 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 	}
 	for r := range t.resources.all {
 		if _, ok := seen[r.Name]; !ok {
+			gone = append(gone, r)
 			changed = append(changed, t.drop(r.Name)...)
 		}
 	}
 	t.resources.settle()
-	return changed
+	return changed, gone
 }
 
 // nameSets pools the name sets apply finds a full state's deletions with:

@@ -86,6 +86,19 @@ type Config struct {
 	// MaxConnections caps the upstream connections (pool.go). Zero means
 	// DefaultMaxConnections.
 	MaxConnections int
+	// ConnectTimeout bounds each connection attempt: dialing, the
+	// handshake and the server's HTTP/2 preface (gRPC's MinConnectTimeout;
+	// a later attempt may take up to the backoff's current delay). A class
+	// stream that finds its connection not ready fails at once and backs
+	// off; the connection's own attempts go on. Zero means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// UnavailableAfter is how long a class's upstream may be unreachable
+	// (no answer, and no open stream) before the class is marked so
+	// (shard.Class.SetUpstreamUnavailable): its downstream clients the
+	// relay has nothing for are then told UNAVAILABLE (availability.go).
+	// Zero: never marked.
+	UnavailableAfter time.Duration
 	// DialOptions are added to the defaults (Creds, keepalive). A
 	// grpc.WithTransportCredentials among them replaces Creds, and with
 	// them the reading of the peer's stream limit: each connection then
@@ -133,8 +146,8 @@ type attachment struct {
 // every class) left the relay's RSS 15-26 MiB higher at 100 classes of
 // 125 KB responses than with these windows, which carry 1 MiB a stream
 // and 4 MiB the connection a round trip (100 and 400 MB/s to a control
-// plane 10 ms away; docs/benchmarks.md, "The control plane in a process
-// of its own"). A control plane much farther away, sending states of many
+// plane 10 ms away; bench/results/issue14-targets, "The control plane in
+// a process of its own"). A control plane much farther away, sending states of many
 // megabytes, may want larger ones.
 const (
 	DefaultStreamWindow = 1 << 20
@@ -171,6 +184,9 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
 	creds := cfg.Creds
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -180,7 +196,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		// too: grpc's default would wait up to 120 s after a long outage.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: cfg.Backoff.Initial, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.Backoff.Max},
-			MinConnectTimeout: 20 * time.Second,
+			MinConnectTimeout: cfg.ConnectTimeout,
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		// Fixed flow-control windows bound what the control plane can
@@ -231,14 +247,11 @@ func dialUpstream(cfg Config, opts []grpc.DialOption) (*grpc.ClientConn, error) 
 // Attach starts the class's upstream stream and returns the hook the class
 // calls when its interest changes. It never blocks.
 func (c *Client) Attach(class *shard.Class) func(typeURL string) {
-	id := c.cfg.RelayID
-	if id == "" {
-		id = c.self.relayID(class.Node)
-	}
+	node := c.classNode(class)
 	s := &classStream{
 		class:   class,
 		pool:    c.pool,
-		node:    upstreamNode(class.Node, id),
+		node:    node,
 		log:     c.log.With(zap.String("class", class.Name)),
 		wake:    dedup.NewSignal(),
 		bo:      c.cfg.Backoff,
@@ -251,8 +264,9 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 		drops:   c.cfg.Drops,
 		gate:    c.cfg.LogGate,
 		tracer:  c.cfg.Tracer,
-		status:  ClassStreamStatus{Class: class.Name, NodeID: id, State: StateConnecting, Versions: map[string]string{}},
+		status:  ClassStreamStatus{Class: class.Name, NodeID: node.Id, State: StateConnecting, Versions: map[string]string{}},
 	}
+	s.avail = &availability{s: s, after: max(c.cfg.UnavailableAfter, 0)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

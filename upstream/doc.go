@@ -1,11 +1,20 @@
 // Package upstream owns the relay's side of the control plane: one ADS stream
-// per node class, multiplexed over one shared gRPC connection. Each stream
-// subscribes, per type URL, to the union of what the class's downstream
-// shards need, validates every response (ACKing good ones, NACKing bad ones
-// with error_detail, so a bad response never reaches a client), and installs
-// good ones into the class with shard.Class.Apply. A broken stream is
-// re-established with jittered exponential backoff and resubscribes with the
-// last ACKed versions; downstream clients keep the last good state meanwhile.
+// per node class (SotW or delta), over a pool of gRPC connections carrying
+// as many streams each as the peer allows. Each stream subscribes, per type
+// URL, to the union of what the class's downstream shards need, validates
+// every response (ACKing good ones, NACKing bad ones with error_detail, so a
+// bad response never reaches a client), and installs good ones into the
+// class with shard.Class.ApplyUpdate. A broken stream is re-established with
+// jittered exponential backoff; its first request of a type asks at no
+// version (SotW) or claims what the class holds (delta), so the upstream
+// sends what differs. Downstream clients keep the last good state meanwhile.
+// The relay also restarts a healthy stream itself when only a new stream
+// can ask what is needed (RestartReason), and every resync interval.
+// A stream that cannot be opened because no connection can be made is such
+// a failure too, counted apart (connectFailure); a class whose upstream stays
+// unreachable past Config.UnavailableAfter is marked so in its class, which
+// the downstream side uses to turn away the clients it has nothing for
+// (availability.go).
 //
 // Responses are received undecoded, into pooled buffers (wire.Pooled), and
 // resources stay the bytes the control plane sent: nothing is re-marshaled,
@@ -20,6 +29,7 @@
 // warnings they cause are rate-limited with a count of those suppressed
 // (upstreamlog.go, Config.LogGate).
 //
-// It never imports package relay or its packages; it knows classes through
-// package shard, and shares shard/drop and shard/clientlog with relay.
+// It never imports package relay; it knows classes through package shard,
+// shares shard/drop and shard/clientlog with relay, and depends otherwise
+// on shard/wire, shard/xdstype and dedup.
 package upstream

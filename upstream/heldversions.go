@@ -20,8 +20,7 @@ import (
 // A class's own cost is one pointer per name, in a slice sorted by name
 // (lookups are binary searches). A map of string copies cost about 170
 // bytes per name per class, 17 MB at 100 classes of 1,000 clusters
-// (BenchmarkHeldVersions; docs/benchmarks.md, "RSS with a delta
-// upstream").
+// (BenchmarkHeldVersions; bench/results/issue14-rss-delta-upstream).
 //
 // Owned by the class stream's run goroutine.
 type heldVersions struct {

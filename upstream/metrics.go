@@ -22,6 +22,13 @@ type Metrics interface {
 	// WaitingForStream counts a class stream that found no upstream
 	// connection with room and waits for one (pool.go).
 	WaitingForStream(class string)
+	// LoadReportSent counts a load report of the class sent to the control
+	// plane (lrs.go).
+	LoadReportSent(class string)
+	// ConnectionFailed counts a class stream that could not be opened
+	// because no upstream connection could be made or was ready (also
+	// counted by Reconnecting).
+	ConnectionFailed(class string)
 }
 
 // NopMetrics discards every event.
@@ -35,3 +42,5 @@ func (NopMetrics) Restarted(string, RestartReason) {}
 func (NopMetrics) RepeatedResponse(string, string) {}
 func (NopMetrics) NamesIgnored(string, string)     {}
 func (NopMetrics) WaitingForStream(string)         {}
+func (NopMetrics) LoadReportSent(string)           {}
+func (NopMetrics) ConnectionFailed(string)         {}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 )
 
 // DefaultMaxConnections caps the upstream connections by default
@@ -31,17 +32,73 @@ type connPool struct {
 	conns   []*pooledConn
 	changed chan struct{} // closed and replaced on every change of room
 	closed  bool
+
+	// watchers counts the connections' state watchers (watchReady): Add
+	// under mu while !closed; close waits.
+	watchers sync.WaitGroup
 }
 
 // pooledConn is one upstream connection and the class streams on it.
 type pooledConn struct {
 	cc      *grpc.ClientConn
 	limit   *streamLimit
-	streams int // guarded by connPool.mu
+	streams int         // guarded by connPool.mu
+	ready   readySignal // whether the connection is READY, kept by its watcher
 }
 
 func newConnPool(max int, dial func(*streamLimit) (*grpc.ClientConn, error)) *connPool {
 	return &connPool{dial: dial, max: max, changed: make(chan struct{})}
+}
+
+// readySignal tells whether a connection is READY, and wakes who waits for
+// it to become so: a class stream that failed to open a stream on it while
+// it was not ready waits for it in its backoff (stream.go), as a stream
+// waiting for a ready connection would.
+type readySignal struct {
+	mu    sync.Mutex
+	ch    chan struct{} // closed while ready; nil until the first state
+	ready bool
+}
+
+// get returns the channel closed once the connection is READY (closed now
+// if it is) and whether it is.
+func (r *readySignal) get() (<-chan struct{}, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch, r.ready
+}
+
+func (r *readySignal) set(ready bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	switch {
+	case ready && !r.ready:
+		close(r.ch)
+	case !ready && r.ready:
+		r.ch = make(chan struct{})
+	}
+	r.ready = ready
+}
+
+// watchReady keeps pc.ready up to date until the connection is closed
+// (mu held: it counts the watcher).
+func (p *connPool) watchReadyLocked(pc *pooledConn) {
+	p.watchers.Add(1)
+	go func() {
+		defer p.watchers.Done()
+		for state := pc.cc.GetState(); ; state = pc.cc.GetState() {
+			pc.ready.set(state == connectivity.Ready)
+			if state == connectivity.Shutdown || !pc.cc.WaitForStateChange(context.Background(), state) {
+				return
+			}
+		}
+	}()
 }
 
 // room is how many streams pc may carry.
@@ -95,6 +152,7 @@ func (p *connPool) acquire(ctx context.Context, waiting func()) (*pooledConn, er
 			}
 			pc := &pooledConn{cc: cc, limit: limit, streams: 1}
 			p.conns = append(p.conns, pc)
+			p.watchReadyLocked(pc)
 			p.mu.Unlock()
 			return pc, nil
 		}
@@ -162,5 +220,6 @@ func (p *connPool) close() error {
 	for _, pc := range conns {
 		errs = append(errs, pc.cc.Close())
 	}
+	p.watchers.Wait() // each sees its connection shut down
 	return errors.Join(errs...)
 }

@@ -16,8 +16,9 @@ import (
 // for over SotW, then asked nothing of (and dropped), are served again once
 // asked for anew, one of them changed meanwhile (go-control-plane's linear
 // cache as the upstream). The timing-dependent case the conformance engine
-// found (linear/sotw seed 5007024, open: docs/conformance.md) is a request
-// for the names sent before the upstream answered the one asking nothing.
+// found (linear/sotw seed 5007024, linear-sotw-dropped-asked-before-answer:
+// bench/results/conformance) is a request for the names sent before the
+// upstream answered the one asking nothing, which shadows cover.
 func TestSotWResubscribeIsSentAgain(t *testing.T) {
 	cp, err := xdstest.StartControlPlane(xdstest.CPOptions{Cache: xdstest.Linear})
 	if err != nil {

@@ -77,6 +77,14 @@ type ClassStreamStatus struct {
 	// Restarts the relay chose (not failures, not in Reconnects), by
 	// reason.
 	Restarts RestartCounts `json:"restarts"`
+	// ConnectionFailures counts the failures (in Reconnects too) of
+	// streams that could not be opened: no connection could be made, or
+	// it was not ready.
+	ConnectionFailures int `json:"connection_failures"`
+	// UnavailableSince, while set, is since when the upstream is
+	// unreachable past Config.UnavailableAfter: the clients the class has
+	// nothing for are told UNAVAILABLE (availability.go).
+	UnavailableSince *time.Time `json:"unavailable_since,omitempty"`
 }
 
 // RestartReason is why the relay restarted a class's upstream stream
@@ -170,6 +178,7 @@ type classStream struct {
 	drops   *drop.Counters  // nil-safe
 	gate    *clientlog.Gate // upstream-caused warnings and values (upstreamlog.go)
 	tracer  trace.Tracer
+	avail   *availability // whether the upstream counts as unreachable
 
 	// Owned by the run goroutine (and the session it runs).
 	valid *validator
@@ -193,6 +202,15 @@ func (s *classStream) snapshot() ClassStreamStatus {
 	defer s.statusMu.Unlock()
 	st := s.status
 	st.Versions = maps.Clone(st.Versions)
+	return st
+}
+
+// snapshotState is the status without its versions.
+func (s *classStream) snapshotState() ClassStreamStatus {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	st := s.status
+	st.Versions = nil
 	return st
 }
 
@@ -230,6 +248,8 @@ func (s *classStream) run(ctx context.Context) {
 	s.deltaVersions = map[string]*heldVersions{}
 	s.namesIgnored = map[string]bool{}
 	defer s.setStatus(func(st *ClassStreamStatus) { st.State = StateStopped })
+	defer s.avail.stop()
+	s.avail.down() // no answer yet
 	failures := 0
 	var lastRestart time.Time
 	for {
@@ -237,6 +257,7 @@ func (s *classStream) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		s.avail.down()
 		if healthy {
 			failures = 0
 			s.setStatus(func(st *ClassStreamStatus) { st.Failures = 0 })
@@ -285,10 +306,17 @@ func (s *classStream) run(ctx context.Context) {
 			continue
 		}
 		delay := s.bo.Delay(failures)
+		var conn *connectFailure
+		msg := "upstream stream failed; retrying"
+		if errors.As(err, &conn) {
+			// Counted as the class's failure like any other, and apart.
+			msg = "cannot reach the upstream; retrying"
+			s.metrics.ConnectionFailed(s.class.Name)
+		}
 		if failures%10 == 0 {
-			s.warn("upstream stream failed; retrying", s.errField(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
+			s.warn(msg, s.errField(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
 		} else {
-			s.log.Debug("upstream stream failed; retrying", s.errField(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
+			s.log.Debug(msg, s.errField(err), zap.Int("attempt", failures+1), zap.Duration("backoff", delay))
 		}
 		failures++
 		s.metrics.Reconnecting(s.class.Name)
@@ -296,11 +324,49 @@ func (s *classStream) run(ctx context.Context) {
 			st.State, st.LastError = StateBackoff, s.cut(err.Error())
 			st.Reconnects++
 			st.Failures = failures
+			if conn != nil {
+				st.ConnectionFailures++
+			}
 		})
-		if !sleepCtx(ctx, delay) {
+		s.avail.check()
+		var ready <-chan struct{}
+		if conn != nil {
+			ready = conn.ready
+		}
+		if !sleepUntil(ctx, delay, ready) {
 			return
 		}
 	}
+}
+
+// connectFailure is a class stream that could not be opened: no
+// connection (the pool's dial failed), or the connection could not be made
+// or was not ready and failed the new stream. ready, if not nil, is closed
+// once the connection is READY (it was not when the stream failed): the
+// backoff ends then, as the wait of a WaitForReady stream would have.
+type connectFailure struct {
+	err   error
+	ready <-chan struct{}
+}
+
+func (e *connectFailure) Error() string { return "no upstream connection: " + e.err.Error() }
+func (e *connectFailure) Unwrap() error { return e.err }
+
+// sleepUntil waits d, or until ready is closed (nil: never) or ctx ends; it
+// reports whether ctx is still live.
+func sleepUntil(ctx context.Context, d time.Duration, ready <-chan struct{}) bool {
+	if ready == nil {
+		return sleepCtx(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-ready:
+	}
+	return true
 }
 
 // RestartPace is the least time between two restarts the relay chooses
@@ -344,26 +410,29 @@ type received struct {
 
 // runSession runs one upstream stream until it fails. healthy reports whether
 // it delivered a good state (every type it asked for answered with a
-// response the relay accepted) or lived at least the maximum backoff,
-// either of which resets the backoff. A stream that fails on its first
+// response the relay accepted) or stayed open at least the maximum backoff
+// (time spent getting a connection does not count: a stream that could not
+// be opened is a failure, connectFailure), either of which resets the
+// backoff. A stream that fails on its first
 // response of some type, after others were accepted, is no success: the
 // backoff grows across such streams. (An upstream that is another relay, in
 // sync with us, rightly sends nothing after we resubscribe at its current
 // versions: such a stream is healthy once it lived the maximum backoff.)
 func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) {
-	started := time.Now()
+	var opened time.Time // when the stream was open; zero: never
 	defer func() {
-		if !healthy && time.Since(started) >= s.bo.Max {
+		if !healthy && !opened.IsZero() && time.Since(opened) >= s.bo.Max {
 			healthy = true
 		}
 	}()
 	pc, err := s.pool.acquire(ctx, s.waitingForStream)
 	if err != nil {
-		return false, fmt.Errorf("get a connection: %w", err)
+		return false, &connectFailure{err: fmt.Errorf("get a connection: %w", err)}
 	}
 	defer s.pool.release(pc) // after the stream ended (below)
 	if s.waiting {
 		s.waiting = false
+		s.avail.slotFound()
 		s.log.Info("upstream stream got a connection with room")
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -372,17 +441,30 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 	defer cancel()
 
 	s.setStatus(func(st *ClassStreamStatus) { st.State = StateConnecting })
+	s.avail.check()
 	desc, method := &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[0], adsMethod
 	if s.delta {
 		desc, method = &discoverygrpc.AggregatedDiscoveryService_ServiceDesc.Streams[1], deltaADSMethod
 	}
-	st, err := pc.cc.NewStream(ctx, desc, method, grpc.ForceCodecV2(wire.NewCodec()), grpc.WaitForReady(true))
+	// Not WaitForReady: a connection that cannot be made (refused, no
+	// answer within Config.ConnectTimeout, a failed handshake) fails the
+	// stream, and the class backs off, shows the error and counts it,
+	// instead of waiting in "connecting" for as long as the outage lasts.
+	// Its backoff ends early once the connection is READY (connectFailure).
+	readyCh, wasReady := pc.ready.get()
+	st, err := pc.cc.NewStream(ctx, desc, method, grpc.ForceCodecV2(wire.NewCodec()))
 	if err != nil {
-		return false, fmt.Errorf("open stream: %w", err)
+		f := &connectFailure{err: err}
+		if !wasReady {
+			f.ready = readyCh
+		}
+		return false, f
 	}
+	opened = time.Now()
 
-	// The receiver hands each message over unbuffered: the next one is not
-	// read until the run loop has applied this one (backpressure upstream).
+	// The receiver hands each message over unbuffered: while the run loop
+	// applies one, the receiver reads at most the next (backpressure
+	// upstream; the stream's flow-control window bounds the rest).
 	recv := make(chan received)
 	wg.Add(1)
 	go func() {
@@ -419,6 +501,8 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 	}
 	// The stream is open on a ready connection and subscribed.
 	s.setStatus(func(st *ClassStreamStatus) { st.State, st.LastError = StateConnected, "" })
+	s.avail.connected()
+	answered := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -436,6 +520,10 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 		case r := <-recv:
 			if r.err != nil {
 				return healthy, receiveError(r.err, s.maxMsg)
+			}
+			if !answered {
+				answered = true
+				s.avail.answered()
 			}
 			ok, err := sess.handle(r.raw.Bytes)
 			r.raw.Free()
@@ -476,6 +564,7 @@ func (s *classStream) dropUnsubscribed(typeURL string) {
 // in its status each time, and in a metric and the log once a wait.
 func (s *classStream) waitingForStream() {
 	s.setStatus(func(st *ClassStreamStatus) { st.State = StateWaiting })
+	s.avail.check() // not unreachable: the connections are full
 	if !s.waiting {
 		s.waiting = true
 		s.metrics.WaitingForStream(s.class.Name)

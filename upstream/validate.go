@@ -157,7 +157,7 @@ func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i
 		}
 	}
 	name := string(nameBytes) // shared with the copied bytes by NewResource
-	var children []string
+	var children, refs []string
 	if msgType != nil {
 		msg := msgType.New().Interface()
 		if err := proto.Unmarshal(value, msg); err != nil {
@@ -166,11 +166,12 @@ func (v *validator) resource(typeURL string, msgType protoreflect.MessageType, i
 		if t := xdstype.Lookup(typeURL); t != nil && t.Children != nil {
 			children = t.Children(msg)
 		}
+		refs = xdstype.References(msg)
 	}
 	// Copy: raw aliases the whole received message, which must not stay
 	// pinned by the one resource that outlives it.
 	rare := shard.NewRare(slices.Clone(c.aliases), bytes.Clone(c.ttl), upstreamVersion)
-	return shard.NewResource(name, bytes.Clone(c.raw), hash, rare, children), nil
+	return shard.NewResource(name, bytes.Clone(c.raw), hash, rare, children, refs), nil
 }
 
 func shortType(typeURL string) string {

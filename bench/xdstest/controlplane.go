@@ -45,6 +45,10 @@ type CPOptions struct {
 	Heartbeat time.Duration
 	// ServerOptions are added to the gRPC server's (credentials, interceptors).
 	ServerOptions []grpc.ServerOption
+	// LRS, if set, is registered beside the xDS services, as a control
+	// plane serving load reports on its xDS port (go-control-plane has no
+	// LRS server; without one, LoadReportingService is UNIMPLEMENTED).
+	LRS *LRSServer
 }
 
 type nodeHash func(*corev3.Node) string
@@ -240,6 +244,9 @@ func (cp *ControlPlane) serveLocked(lis net.Listener) {
 	endpointservice.RegisterEndpointDiscoveryServiceServer(srv, xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(srv, xds)
 	routeservice.RegisterRouteDiscoveryServiceServer(srv, xds)
+	if cp.opts.LRS != nil {
+		cp.opts.LRS.Register(srv)
+	}
 	done := make(chan struct{})
 	cp.srv, cp.cancel, cp.done = srv, cancel, done
 	go func() {

@@ -14,7 +14,8 @@ import (
 
 // newLogger builds the relay's logger writing to w: JSON, or the console
 // format with colour only on a terminal and never when NO_COLOR is set
-// (no-color.org). Stack traces are left out: the relay's errors say what
+// (no-color.org), client- and upstream-chosen text escaped
+// (escapingEncoder). Stack traces are left out: the relay's errors say what
 // went wrong in their message.
 func newLogger(c app.LogConfig, w io.Writer) (*zap.Logger, zap.AtomicLevel, error) {
 	lvl, err := zapcore.ParseLevel(c.Level)
@@ -33,7 +34,7 @@ func newLogger(c app.LogConfig, w io.Writer) (*zap.Logger, zap.AtomicLevel, erro
 		}
 		enc = zapcore.NewConsoleEncoder(ec)
 	}
-	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)
+	core := zapcore.NewCore(escapingEncoder{enc}, zapcore.Lock(zapcore.AddSync(w)), level)
 	return zap.New(core, zap.AddCaller()), level, nil
 }
 

@@ -7,7 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+	"github.com/xds-relay/xds-relay/relay"
 )
 
 func TestLogsToFilesAndPipesHaveNoColour(t *testing.T) {
@@ -46,13 +51,15 @@ type fakeRelay struct {
 	streams  int
 	shutdown chan struct{}
 	closed   chan struct{}
+	report   relay.DrainReport // what Shutdown returns
 }
 
-func (f *fakeRelay) Shutdown(time.Duration) {
+func (f *fakeRelay) Shutdown(time.Duration) relay.DrainReport {
 	select {
 	case <-f.shutdown:
 	case <-f.closed:
 	}
+	return f.report
 }
 func (f *fakeRelay) Close()           { close(f.closed) }
 func (f *fakeRelay) StreamCount() int { return f.streams }
@@ -82,5 +89,39 @@ func TestStopSaysWhatTheDrainDoes(t *testing.T) {
 	stopAfterSignals(r, sig, 30*time.Second, log)
 	if out := buf.String(); !strings.Contains(out, "nothing to drain") || !strings.Contains(out, "drain\": \"complete") && !strings.Contains(out, "complete") {
 		t.Errorf("log %q; want the no-client stop and a complete drain", out)
+	}
+}
+
+// TestStopSaysWhenTheDrainLeftStreams (issue 27, F1): a drain that had to
+// cut streams (still open after it, closed with the server) ends with a
+// warning that says so and how many, never "complete"; a drain that spread
+// every stream says "complete" and what it refused.
+func TestStopSaysWhenTheDrainLeftStreams(t *testing.T) {
+	stop := func(rep relay.DrainReport) *observer.ObservedLogs {
+		core, logs := observer.New(zap.InfoLevel)
+		sig := make(chan os.Signal, 1)
+		r := &fakeRelay{streams: 2, shutdown: make(chan struct{}), closed: make(chan struct{}), report: rep}
+		close(r.shutdown)
+		sig <- os.Interrupt
+		stopAfterSignals(r, sig, time.Second, zap.New(core))
+		return logs
+	}
+	logs := stop(relay.DrainReport{Streams: 1, Spread: 1, Refused: 1, CutAtEnd: 1})
+	last := logs.All()[logs.Len()-1]
+	if last.Message != "stopped" || last.Level != zapcore.WarnLevel {
+		t.Fatalf("last line %q at %v, want the stop as a warning", last.Message, last.Level)
+	}
+	fields := last.ContextMap()
+	if d, _ := fields["drain"].(string); strings.Contains(d, "complete") && !strings.Contains(d, "incomplete") {
+		t.Errorf("a drain that cut a stream at the end logged drain=%q", d)
+	}
+	if fields["cut_at_end"] != int64(1) || fields["refused_streams"] != int64(1) {
+		t.Errorf("fields %v: want cut_at_end 1 and refused_streams 1", fields)
+	}
+
+	logs = stop(relay.DrainReport{Streams: 2, Spread: 1, Left: 1, Refused: 3})
+	last = logs.All()[logs.Len()-1]
+	if fields := last.ContextMap(); last.Level != zapcore.InfoLevel || fields["drain"] != "complete" || fields["refused_streams"] != int64(3) {
+		t.Errorf("a drain that spread every stream: %q at %v with %v, want info drain=complete refused_streams=3", last.Message, last.Level, fields)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/xds-relay/xds-relay/cmd/xds-relay/app"
+	"github.com/xds-relay/xds-relay/relay"
 )
 
 // serve runs the relay until SIGINT or SIGTERM, then drains it.
@@ -91,7 +92,7 @@ func serve(args []string, _, stderr io.Writer) int {
 
 // relayToStop is what stopAfterSignals needs of a running relay.
 type relayToStop interface {
-	Shutdown(period time.Duration)
+	Shutdown(period time.Duration) relay.DrainReport
 	Close()
 	StreamCount() int
 }
@@ -103,7 +104,8 @@ func (r runningRelay) StreamCount() int { return r.Server().StreamCount() }
 
 // stopAfterSignals waits for a signal, drains r over period, and stops it at
 // once on a second signal. It says in the log when the drain starts, how long
-// it may take, and how it ended.
+// it may take, and how it ended: "complete" only when every stream was
+// ended at its turn (or left), with the counts of the drain's report.
 func stopAfterSignals(r relayToStop, sig <-chan os.Signal, period time.Duration, log *zap.Logger) {
 	s := <-sig
 	streams := r.StreamCount()
@@ -114,18 +116,27 @@ func stopAfterSignals(r relayToStop, sig <-chan os.Signal, period time.Duration,
 			zap.String("signal", s.String()), zap.Int("streams", streams), zap.Duration("drain_period", period))
 	}
 	start := time.Now()
-	drained := make(chan struct{})
-	go func() {
-		r.Shutdown(period)
-		close(drained)
-	}()
+	drained := make(chan relay.DrainReport, 1)
+	go func() { drained <- r.Shutdown(period) }()
+	var rep relay.DrainReport
+	cutShort := false
 	select {
-	case <-drained:
-		log.Info("stopped", zap.String("drain", "complete"), zap.Duration("after", time.Since(start).Round(time.Millisecond)))
+	case rep = <-drained:
 	case s := <-sig:
 		log.Warn("second signal: stopping at once", zap.String("signal", s.String()), zap.Int("streams_left", r.StreamCount()))
 		r.Close()
-		<-drained
-		log.Info("stopped", zap.String("drain", "cut short"), zap.Duration("after", time.Since(start).Round(time.Millisecond)))
+		rep, cutShort = <-drained, true
+	}
+	fields := []zap.Field{zap.Duration("after", time.Since(start).Round(time.Millisecond)),
+		zap.Int("streams", rep.Streams), zap.Int("spread", rep.Spread), zap.Int("left", rep.Left),
+		zap.Int("cut_early", rep.Cut), zap.Int("cut_at_end", rep.CutAtEnd),
+		zap.Int("refused_streams", rep.Refused), zap.Int("refused_polls", rep.PollsRefused)}
+	switch {
+	case cutShort:
+		log.Info("stopped", append([]zap.Field{zap.String("drain", "cut short")}, fields...)...)
+	case rep.Complete():
+		log.Info("stopped", append([]zap.Field{zap.String("drain", "complete")}, fields...)...)
+	default:
+		log.Warn("stopped", append([]zap.Field{zap.String("drain", "incomplete: streams were cut")}, fields...)...)
 	}
 }

@@ -48,6 +48,13 @@ const (
 	// UpstreamReplySuperseded: a deferred upstream ACK or NACK replaced by
 	// a newer response before it was sent.
 	UpstreamReplySuperseded
+	// LoadNotRequested: load-report entries (a cluster and what it holds)
+	// for a cluster the control plane did not ask about, not forwarded.
+	LoadNotRequested
+	// LoadOverLimit: load-report entries that would take the class's
+	// upstream report past load_reporting.max_class_report_bytes, not
+	// forwarded.
+	LoadOverLimit
 
 	numReasons
 )
@@ -65,6 +72,8 @@ var names = [numReasons]string{
 	UpstreamUnsubscribed:    "upstream_unsubscribed",
 	UpstreamRepeated:        "upstream_repeated",
 	UpstreamReplySuperseded: "upstream_reply_superseded",
+	LoadNotRequested:        "load_not_requested",
+	LoadOverLimit:           "load_over_limit",
 }
 
 // String is the reason's metric label value.

@@ -30,7 +30,7 @@ func benchCluster(i, class int) *shard.Resource {
 	name := fmt.Sprintf("cluster-%05d", i)
 	eds := fmt.Sprintf("eds-%05d-class-%d", i, class)
 	raw := []byte(fmt.Sprintf("%-123s", name+"/"+eds))
-	return shard.NewResource(name, bytes.Clone(raw), dedup.ResourceHash(raw), nil, []string{eds})
+	return shard.NewResource(name, bytes.Clone(raw), dedup.ResourceHash(raw), nil, []string{eds}, nil)
 }
 
 // BenchmarkHeldForClasses measures what the issue 14 memory target

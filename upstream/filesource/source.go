@@ -450,7 +450,7 @@ func encode(a *anypb.Any) (typeURL string, r *shard.Resource, err error) {
 	if t := xdstype.Lookup(typeURL); t != nil && t.Children != nil {
 		children = t.Children(msg)
 	}
-	return typeURL, shard.NewResource(name, encoded, dedup.ResourceHash(encoded), nil, children), nil
+	return typeURL, shard.NewResource(name, encoded, dedup.ResourceHash(encoded), nil, children, xdstype.References(msg)), nil
 }
 
 // typeName is the full message name of a type URL.

@@ -34,6 +34,9 @@ type Config struct {
 	Identity    IdentityConfig  `yaml:"identity"`
 	Delta       DeltaConfig     `yaml:"delta"`
 	Overload    OverloadConfig  `yaml:"overload"`
+	// LoadReporting bounds the clients' load reports, which the relay
+	// forwards to the control plane (relay.LoadLimits).
+	LoadReporting LoadReportingConfig `yaml:"load_reporting"`
 
 	// AdminTokenFile, if set, holds the bearer token every admin endpoint
 	// but /healthz, /readyz and /metrics requires.
@@ -42,10 +45,33 @@ type Config struct {
 
 // DeltaConfig tunes what delta (incremental) clients are sent.
 type DeltaConfig struct {
-	// ParentRemovalWait bounds how long a Cluster's (Listener's) removal
-	// waits for its endpoints' (route configuration's), which a delta
-	// client holding both is told first; negative never holds a removal.
+	// ParentRemovalWait bounds how long a removal waits for what makes it
+	// safe (docs/architecture.md, "Removal order"): a Cluster's
+	// (Listener's) for its endpoints' (route configuration's), which a
+	// delta client holding both is told first; a Cluster's, for any
+	// client, for the route or Listener change that stops referring to it.
+	// Negative never holds a removal.
 	ParentRemovalWait time.Duration `yaml:"parent_removal_wait"`
+}
+
+// LoadReportingConfig bounds what load-reporting clients
+// (LoadReportingService) can make the relay hold and do; see
+// relay.LoadLimits.
+type LoadReportingConfig struct {
+	// MaxStreams bounds the concurrent load-report streams.
+	MaxStreams int `yaml:"max_streams"`
+	// ReportsPerSecond and ReportBurst rate-limit each stream's reports
+	// (at least twice per interval the control plane asks for).
+	ReportsPerSecond float64 `yaml:"reports_per_second"`
+	ReportBurst      int     `yaml:"report_burst"`
+	// MaxClustersPerReport and MaxStatsPerReport bound one report: its
+	// clusters, and the localities, endpoints, load metrics and drop
+	// categories below them.
+	MaxClustersPerReport int `yaml:"max_clusters_per_report"`
+	MaxStatsPerReport    int `yaml:"max_stats_per_report"`
+	// MaxClassReportBytes bounds the estimated encoded size of one class's
+	// report upstream.
+	MaxClassReportBytes int `yaml:"max_class_report_bytes"`
 }
 
 // OverloadConfig is the relay's memory ceiling (package overload).
@@ -203,6 +229,13 @@ type UpstreamConfig struct {
 	// lives before a new one reconciles the class with the control plane
 	// (upstream.Config.Resync); negative: never.
 	ResyncInterval time.Duration `yaml:"resync_interval"`
+	// ConnectTimeout bounds an upstream connection attempt
+	// (upstream.Config.ConnectTimeout).
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// UnavailableAfter: a class whose upstream is unreachable this long
+	// tells the clients it has nothing for UNAVAILABLE, so they use another
+	// xDS server (upstream.Config.UnavailableAfter); negative: never.
+	UnavailableAfter time.Duration `yaml:"unavailable_after"`
 }
 
 // BackoffConfig paces reconnection to the upstream.

@@ -54,6 +54,8 @@ var settings = []setting{
 	{key: "upstream.max_message_bytes", def: upstream.DefaultMaxMessageBytes},
 	{key: "upstream.max_connections", def: upstream.DefaultMaxConnections},
 	{key: "upstream.resync_interval", def: upstream.DefaultResyncInterval, off: "keep a healthy stream for good"},
+	{key: "upstream.connect_timeout", def: upstream.DefaultConnectTimeout},
+	{key: "upstream.unavailable_after", def: upstream.DefaultUnavailableAfter, off: "never tell clients the upstream is unreachable"},
 
 	{key: "source.dir", def: ""},
 	{key: "node_classes.rules"},
@@ -125,6 +127,13 @@ var settings = []setting{
 	{key: "identity.rules"},
 
 	{key: "delta.parent_removal_wait", def: relay.DefaultParentRemovalWait, off: "never hold a removal"},
+
+	{key: "load_reporting.max_streams", def: relay.DefaultLoadMaxStreams},
+	{key: "load_reporting.reports_per_second", def: relay.DefaultLoadReportsPerSecond},
+	{key: "load_reporting.report_burst", def: relay.DefaultLoadReportBurst},
+	{key: "load_reporting.max_clusters_per_report", def: relay.DefaultLoadMaxClustersPerReport},
+	{key: "load_reporting.max_stats_per_report", def: relay.DefaultLoadMaxStatsPerReport},
+	{key: "load_reporting.max_class_report_bytes", def: relay.DefaultLoadMaxClassReportBytes},
 
 	{key: "overload.memory_budget_bytes", def: 0, off: "have no memory ceiling", doc: "GOMEMLIMIT, else the container's memory limit, else none"},
 	{key: "overload.shed_ratio", def: 0.8},

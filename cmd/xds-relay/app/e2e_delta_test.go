@@ -321,6 +321,10 @@ func shortType(typeURL string) string {
 		return "CDS"
 	case resource.EndpointType:
 		return "EDS"
+	case resource.RouteType:
+		return "RDS"
+	case resource.ListenerType:
+		return "LDS"
 	}
 	return typeURL
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-relay/xds-relay/bench/xdstest"
@@ -92,6 +94,7 @@ func (m *controlPlane) Sent() []string {
 type relayStart struct {
 	cfg  app.Config
 	opts []app.Option
+	logs **observer.ObservedLogs // observeLogs: set to the relay's log, info and above
 }
 
 // relayOption states how a test's relay differs from the e2e defaults.
@@ -128,6 +131,12 @@ func sourceDir(dir string) relayOption {
 	return withConfig(func(c *app.Config) { c.Source.Dir = dir })
 }
 
+// observeLogs records the relay's log lines at info and above in *logs
+// (the test log still gets warnings and errors).
+func observeLogs(logs **observer.ObservedLogs) relayOption {
+	return func(s *relayStart) { s.logs = logs }
+}
+
 // withApp passes options to app.Start.
 func withApp(opts ...app.Option) relayOption {
 	return func(s *relayStart) { s.opts = append(s.opts, opts...) }
@@ -147,7 +156,12 @@ func startRelay(t *testing.T, upstreamAddr string, opts ...relayOption) *app.Rel
 	for _, o := range opts {
 		o(&s)
 	}
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).With(zap.String("relay", s.cfg.Upstream.RelayID))
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	if s.logs != nil {
+		core, logs := observer.New(zap.InfoLevel)
+		log, *s.logs = zap.New(zapcore.NewTee(log.Core(), core)), logs
+	}
+	log = log.With(zap.String("relay", s.cfg.Upstream.RelayID))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		r, err := app.Start(s.cfg, log, s.opts...)

@@ -79,15 +79,19 @@ func get(t *testing.T, ctx context.Context, url string) ([]byte, int) {
 
 // upstreamState is one entry of /debug/upstream's streams.
 type upstreamState struct {
-	Class      string            `json:"class"`
-	State      string            `json:"state"`
-	LastError  string            `json:"last_error"`
-	Reconnects int               `json:"reconnects"`
-	ACKs       int               `json:"acks"`
-	NACKs      int               `json:"nacks"`
-	LastNACK   string            `json:"last_nack"`
-	Versions   map[string]string `json:"versions"`
-	Restarts   struct {
+	Class      string `json:"class"`
+	State      string `json:"state"`
+	LastError  string `json:"last_error"`
+	Reconnects int    `json:"reconnects"`
+	// ConnectionFailures, Failures, UnavailableSince: issue 27 (F2, F3).
+	ConnectionFailures int               `json:"connection_failures"`
+	Failures           int               `json:"failures"`
+	UnavailableSince   *string           `json:"unavailable_since"`
+	ACKs               int               `json:"acks"`
+	NACKs              int               `json:"nacks"`
+	LastNACK           string            `json:"last_nack"`
+	Versions           map[string]string `json:"versions"`
+	Restarts           struct {
 		Wildcard     int `json:"wildcard"`
 		Claim        int `json:"claim"`
 		NamesIgnored int `json:"names_ignored"`

@@ -85,3 +85,15 @@ func firstHidden(b []byte) int {
 	}
 	return -1
 }
+
+// EscapeHidden is s with each hidden rune written as Go writes it in a
+// string literal (`\x1b`, `\u202e`), as escapeText; s itself when it has
+// none. The logger's encoder uses it on every string it writes.
+func EscapeHidden(s string) string {
+	for _, r := range s {
+		if hiddenRune(r) {
+			return string(escapeText([]byte(s)))
+		}
+	}
+	return s
+}

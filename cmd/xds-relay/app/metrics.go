@@ -51,6 +51,9 @@ type telemetry struct {
 	repeats       *classCounter
 	namesIgnored  *classCounter
 	streamWaits   *classCounter
+	loadReceived  *classCounter
+	loadForwarded *classCounter
+	connFailures  *classCounter
 
 	attrsMu sync.RWMutex
 	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
@@ -119,10 +122,13 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.clientACKs, "xds_relay_client_acks", "ACKs from clients, by class and type."},
 		{&t.clientNACKs, "xds_relay_client_nacks", "NACKs from clients, by class and type."},
 		{&t.reconnects, "xds_relay_upstream_reconnects", "Upstream stream failures followed by a retry, by class."},
+		{&t.connFailures, "xds_relay_upstream_connection_failures", "Upstream class streams that could not be opened because no upstream connection could be made or was ready (also in xds_relay_upstream_reconnects), by class."},
 		{&t.upstreamResps, "xds_relay_upstream_responses", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
 		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
 		{&t.streamWaits, "xds_relay_upstream_stream_waits", "Upstream class streams that found every upstream connection carrying the streams its peer allows, with upstream.max_connections open, and waited, by class."},
+		{&t.loadReceived, "xds_relay_load_reports_received", "Load reports from clients (LoadReportingService) merged into their class's window, by class."},
+		{&t.loadForwarded, "xds_relay_load_reports_forwarded", "Load reports sent to the control plane (one stream per class, each report the sum of the class's clients'), by class."},
 		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
 		*c.c, e = newClassCounter(m, c.name, c.desc)
@@ -307,6 +313,15 @@ func (t *telemetry) RepeatedResponse(class, typeURL string) {
 }
 func (t *telemetry) WaitingForStream(class string) {
 	t.streamWaits.add("class", t.classes.label(class))
+}
+func (t *telemetry) LoadReportReceived(class string) {
+	t.loadReceived.add("class", t.classes.label(class))
+}
+func (t *telemetry) LoadReportSent(class string) {
+	t.loadForwarded.add("class", t.classes.label(class))
+}
+func (t *telemetry) ConnectionFailed(class string) {
+	t.connFailures.add("class", t.classes.label(class))
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
 	t.namesIgnored.add("class", t.classes.label(class), "type", typeLabel(typeURL))

@@ -120,10 +120,17 @@ func (r *Relay) AdminAddr() string { return r.adminLis.Addr().String() }
 func (r *Relay) Server() *relay.Server { return r.server }
 
 // Shutdown drains the relay, then closes it: it stops being ready, stops
-// accepting (GOAWAY on every connection), and ends the open streams spread
-// over period so their clients move to other relays gradually.
-func (r *Relay) Shutdown(period time.Duration) {
+// taking on streams and REST polls (a stream opened from now on is refused
+// with UNAVAILABLE, a poll answered 503), stops accepting (GOAWAY on every
+// connection), and ends the open streams spread over period so their
+// clients move to other relays gradually. It returns what the drain did:
+// the streams spread, refused, and cut (early by Close, or at the end,
+// still open 5 s after the drain).
+func (r *Relay) Shutdown(period time.Duration) relay.DrainReport {
 	r.ready.Store(false)
+	// Before the GOAWAY: a client that sees its stream end before the
+	// GOAWAY reopens it on the same connection, and must be refused.
+	r.server.StartDrain()
 	r.log.Info("draining", zap.Int("streams", r.server.StreamCount()), zap.Duration("period", period))
 	stopped := make(chan struct{})
 	go func() {
@@ -132,15 +139,18 @@ func (r *Relay) Shutdown(period time.Duration) {
 	}()
 	// Close (a second signal) cuts the drain short: the rest end at once.
 	ctx, cancel := context.WithTimeout(r.closing, period)
-	r.server.Drain(ctx, period)
+	rep := r.server.Drain(ctx, period)
 	cancel()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
-		r.log.Warn("streams still open after the drain; closing them")
+		rep.CutAtEnd = r.server.StreamCount()
+		r.log.Warn("streams still open after the drain; closing them", zap.Int("streams", rep.CutAtEnd))
 	}
 	r.Close()
 	<-stopped
+	rep.Refused, rep.PollsRefused = r.server.DrainRefusals()
+	return rep
 }
 
 // Close stops serving: downstream streams end (clients reconnect to another

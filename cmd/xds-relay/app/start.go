@@ -172,6 +172,9 @@ func (r *Relay) startSource(st *starting) error {
 			Creds:           st.upstreamCreds,
 			MaxConnections:  cfg.Upstream.MaxConnections,
 			Resync:          offIfNegative(cfg.Upstream.ResyncInterval),
+			ConnectTimeout:  cfg.Upstream.ConnectTimeout,
+			// Negative: never (0 in upstream.Config).
+			UnavailableAfter: offIfNegative(cfg.Upstream.UnavailableAfter),
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)
@@ -274,11 +277,47 @@ func (r *Relay) buildServers(st *starting) error {
 		AllowCompressedRequests: cfg.Server.AllowCompressedRequests,
 		RESTReadTimeout:         cfg.REST.ReadTimeout,
 		MaxHeldPolls:            cfg.REST.MaxHeldPolls,
+
+		LoadReports:   r.loadUpstream(),
+		NoLoadReports: noLoadReports,
+		LoadLimits: relay.LoadLimits{
+			MaxStreams:           cfg.LoadReporting.MaxStreams,
+			ReportsPerSecond:     cfg.LoadReporting.ReportsPerSecond,
+			ReportBurst:          cfg.LoadReporting.ReportBurst,
+			MaxClustersPerReport: cfg.LoadReporting.MaxClustersPerReport,
+			MaxStatsPerReport:    cfg.LoadReporting.MaxStatsPerReport,
+			MaxClassReportBytes:  cfg.LoadReporting.MaxClassReportBytes,
+			// A control plane that refused load reports is asked again
+			// as a failed stream would be, at the backoff's cap.
+			RefusalHold: cfg.Upstream.Backoff.Max,
+		},
 	})
 	r.grpcSrv = grpc.NewServer(r.grpcOptions(st.serverTLS)...)
 	r.server.Register(r.grpcSrv)
 	r.stop.push(r.grpcSrv.Stop)
 	return nil
+}
+
+// noLoadReports is what a load-reporting client of a relay serving from
+// files is told: there is no control plane, so no load reporting service.
+const noLoadReports = "xds-relay serves resources from files (source.dir), with no control plane: " +
+	"there is no load reporting service to forward load reports to (set upstream.address to a control plane serving LoadReportingService)"
+
+// loadUpstream is the upstream client as the downstream server's
+// LoadUpstream; nil when serving from files.
+func (r *Relay) loadUpstream() relay.LoadUpstream {
+	if r.upstream == nil {
+		return nil
+	}
+	return loadReporter{r.upstream}
+}
+
+// loadReporter adapts the upstream client to relay.LoadUpstream (the two
+// packages name the feed's interface each for itself).
+type loadReporter struct{ c *upstream.Client }
+
+func (l loadReporter) ReportLoad(class *shard.Class, sendAll bool, feed relay.LoadFeed) func(abort bool) {
+	return l.c.ReportLoad(class, sendAll, feed)
 }
 
 // grpcOptions are the downstream gRPC server's limits and credentials.

@@ -121,13 +121,18 @@ type upstreamRow struct {
 	State      string
 	Badge      string // "ok", "warn", "bad"
 	Reconnects int
-	Restarts   upstream.RestartCounts
-	Responses  int
-	ACKs       int
-	NACKs      int
-	LastError  string
-	LastNACK   string
-	Versions   []typeVersion
+	// ConnectionFailures: reconnects that could not connect (issue 27).
+	ConnectionFailures int
+	// UnavailableSince: the upstream is unreachable past
+	// upstream.unavailable_after since then (empty: it is not).
+	UnavailableSince string
+	Restarts         upstream.RestartCounts
+	Responses        int
+	ACKs             int
+	NACKs            int
+	LastError        string
+	LastNACK         string
+	Versions         []typeVersion
 }
 
 type typeVersion struct {
@@ -279,6 +284,10 @@ func (r *Relay) statusView(now time.Time) statusView {
 				Class: s.Class, State: s.State, Badge: stateBadge(s.State),
 				Reconnects: s.Reconnects, Restarts: s.Restarts, Responses: s.Responses, ACKs: s.ACKs, NACKs: s.NACKs,
 				LastError: truncate(s.LastError, statusMaxText), LastNACK: truncate(s.LastNACK, statusMaxText),
+				ConnectionFailures: s.ConnectionFailures,
+			}
+			if s.UnavailableSince != nil {
+				row.UnavailableSince = s.UnavailableSince.UTC().Format("15:04:05 MST")
 			}
 			for _, typeURL := range sortedKeys(s.Versions) {
 				row.Versions = append(row.Versions, typeVersion{Type: shortType(typeURL), TypeURL: typeURL, Version: s.Versions[typeURL]})
