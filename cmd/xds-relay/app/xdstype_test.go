@@ -48,8 +48,15 @@ func TestConsumersAgreeWithTheTypeRegistry(t *testing.T) {
 			t.Errorf("%s: gated as a secret %v, Secret %v", typ.Short, isGated(typ.URL), typ.Secret)
 		}
 	}
-	if got, want := len(services), len(xdstype.All())+1; got != want { // + ADS
-		t.Errorf("%d services served, want ADS and one per registered type (%d)", got, want)
+	// Besides the types' services: ADS, and LoadReportingService (load
+	// reports, no resource type).
+	for _, name := range []string{"envoy.service.discovery.v3.AggregatedDiscoveryService", "envoy.service.load_stats.v3.LoadReportingService"} {
+		if _, ok := services[name]; !ok {
+			t.Errorf("%s is not served", name)
+		}
+	}
+	if got, want := len(services), len(xdstype.All())+2; got != want {
+		t.Errorf("%d services served, want ADS, LRS and one per registered type (%d)", got, want)
 	}
 
 	ecds := resourcev3.ExtensionConfigType
