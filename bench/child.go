@@ -163,6 +163,27 @@ func instants(f []string) ([]time.Time, error) {
 	return out, nil
 }
 
+// upstreamSentAt asks a control plane child when it finished sending
+// version of typeURL to class k's stream ("sent"; false: not sent).
+func (s *serveProc) upstreamSentAt(ctx context.Context, k int, typeURL, version string) (time.Time, bool, error) {
+	f, err := s.command(ctx, fmt.Sprintf("sent %d %s %s", k, typeURL, version))
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if len(f) != 2 {
+		return time.Time{}, false, fmt.Errorf("sent: reply %q, want ok UNIXNANO COUNT", f)
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil || n == 0 {
+		return time.Time{}, false, err
+	}
+	at, err := instants(f[:1])
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return at[0], true, nil
+}
+
 func (s *serveProc) prepare(ctx context.Context, version string, changed int) error {
 	_, err := s.command(ctx, fmt.Sprintf("prepare %s %d", version, changed))
 	return err

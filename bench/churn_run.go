@@ -251,7 +251,10 @@ func (c *churnRun) run(ctx context.Context) (*ChurnResult, error) {
 	for seq := first; seq < len(c.updates); seq++ {
 		u := c.updates[seq]
 		res.Expected += perClass[u.class]
-		at, ok := c.srv.sentAt(u.class, EndpointType, AssignmentVersion(seq))
+		at, ok, err := c.srv.sentAt(ctx, u.class, EndpointType, AssignmentVersion(seq))
+		if err != nil {
+			return nil, err
+		}
 		if ok {
 			res.SentTimed++
 		} else {

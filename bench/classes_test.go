@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,12 +146,16 @@ func TestWorkloadPadding(t *testing.T) {
 func TestChurnAccountsForEveryUpdate(t *testing.T) {
 	const clients, classes, rate = 6, 2, 40
 	relay, benchBin := binaries(t)
-	for _, target := range []string{TargetRelay, TargetLimit, TargetDirect} {
-		t.Run(target, func(t *testing.T) {
+	// relay+child: the relay's control plane a process of its own, which
+	// tells the bench when it sent each update ("sent").
+	for _, name := range []string{TargetRelay, TargetLimit, TargetDirect, TargetRelay + "+child"} {
+		t.Run(name, func(t *testing.T) {
+			target, child := strings.CutSuffix(name, "+child")
 			var serverLog xdstest.SyncBuffer
 			res, err := RunFanout(context.Background(), FanoutConfig{
 				Target: target, RelayBin: relay, BenchBin: benchBin, Clients: clients, Classes: classes, Clusters: 5,
 				Unique: 0.5, Churn: rate, ChurnDuration: time.Second, Timeout: 30 * time.Second, Log: t.Logf, ServerStderr: &serverLog,
+				ControlPlaneChild: child,
 			})
 			if err != nil {
 				t.Fatalf("%v\nserver log:\n%s", err, serverLog.String())
@@ -191,10 +196,11 @@ func TestChurnAccountsForEveryUpdate(t *testing.T) {
 // client's time after it is below its raw time.
 func TestFanoutUpstreamSent(t *testing.T) {
 	relay, benchBin := binaries(t)
-	for _, target := range []string{TargetRelay, TargetLimit} {
+	for _, target := range []string{TargetRelay, TargetLimit, TargetRelay + "+child"} {
+		name, child := strings.CutSuffix(target, "+child")
 		res, err := RunFanout(context.Background(), FanoutConfig{
-			Target: target, RelayBin: relay, BenchBin: benchBin, Clients: 8, Classes: 4, Clusters: 20,
-			Timeout: 30 * time.Second, Log: t.Logf,
+			Target: name, RelayBin: relay, BenchBin: benchBin, Clients: 8, Classes: 4, Clusters: 20,
+			Timeout: 30 * time.Second, Log: t.Logf, ControlPlaneChild: child,
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)

@@ -68,8 +68,15 @@ type FanoutConfig struct {
 	ClientWindow int32
 	// UpstreamDelta makes the relay speak incremental ADS to the control plane.
 	UpstreamDelta bool
-	Timeout       time.Duration // for each phase (connect, update)
-	Log           func(format string, args ...any)
+	// ControlPlaneChild runs the relay target's control plane as a child
+	// process of its own (xds-bench serve controlplane, as the direct
+	// target's) instead of in the bench process, so that its CPU and RSS
+	// are measured (FanoutResult.ControlPlane): the control plane's cost
+	// through the relay, against direct's.
+	ControlPlaneChild bool
+
+	Timeout time.Duration // for each phase (connect, update)
+	Log     func(format string, args ...any)
 	// Progress, if set, is told each phase's advance (connecting streams,
 	// receipts of a version).
 	Progress func(phase string, total int) Progress
@@ -115,6 +122,15 @@ type FanoutResult struct {
 	// UpstreamDelta: the relay spoke incremental ADS to its control plane
 	// (relay runs only; the other targets have no upstream).
 	UpstreamDelta bool `json:"upstream_delta,omitempty"`
+	// ServerConnectCPU is the server's CPU over the connection wave: from
+	// before the first client dialled until every client held the first
+	// state (and, with churn, its first load assignment).
+	ServerConnectCPU time.Duration `json:"server_connect_cpu_ns"`
+	// ControlPlane is the control plane's own process, where it is one:
+	// the direct target's server, and the relay target's upstream with
+	// FanoutConfig.ControlPlaneChild; nil where it is not measured (the
+	// relay's control plane in the bench process; limit and tcp have none).
+	ControlPlane *ControlPlaneUsage `json:"control_plane,omitempty"`
 	// StateBytes is every class's resources' encoded bytes summed over the
 	// classes; StateUniqueBytes counts each distinct resource once.
 	StateBytes       int64         `json:"state_bytes"`
@@ -156,6 +172,25 @@ type FanoutResult struct {
 	RoundsLast []time.Duration `json:"rounds_last_ns,omitempty"`
 }
 
+// ControlPlaneUsage is what the control plane's process spent: through the
+// relay it serves one stream per class, direct one per client.
+type ControlPlaneUsage struct {
+	// Child: the relay target's control plane ran as a child process
+	// (FanoutConfig.ControlPlaneChild); false for direct, whose server it is.
+	Child bool `json:"child"`
+	// ConnectCPU is its CPU over the connection wave (as
+	// FanoutResult.ServerConnectCPU), UpdateCPU over the timed update (the
+	// median round's; each round's in RoundsCPU).
+	ConnectCPU time.Duration   `json:"connect_cpu_ns"`
+	UpdateCPU  time.Duration   `json:"update_cpu_ns"`
+	RoundsCPU  []time.Duration `json:"rounds_cpu_ns,omitempty"`
+	// RSS with the first state installed before any client, once every
+	// client held it, and at the end.
+	RSSBase  int64 `json:"rss_base_bytes"`
+	RSSIdle  int64 `json:"rss_idle_bytes"`
+	RSSAfter int64 `json:"rss_after_bytes"`
+}
+
 // target is the measured server the clients connect to.
 type target interface {
 	listenAddr() string
@@ -173,7 +208,7 @@ type target interface {
 	// sentAt is when the upstream finished sending version of typeURL to
 	// class k's stream; false when the target has no upstream (it sends
 	// what "set" gave it: the caller takes set's time).
-	sentAt(k int, typeURL, version string) (time.Time, bool)
+	sentAt(ctx context.Context, k int, typeURL, version string) (time.Time, bool, error)
 	counts(ctx context.Context) (streams, requests int, err error)
 	stop()
 }
@@ -181,13 +216,13 @@ type target interface {
 // sentAt is when the child installed class k's clusters of version, if it
 // paced the classes in that set; the caller takes set's instant otherwise
 // (and for anything else, such as a churn's load assignments).
-func (s *serveProc) sentAt(k int, typeURL, version string) (time.Time, bool) {
+func (s *serveProc) sentAt(_ context.Context, k int, typeURL, version string) (time.Time, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if typeURL == ClusterType && version == s.installedVersion && k < len(s.installedAt) {
-		return s.installedAt[k], true
+		return s.installedAt[k], true, nil
 	}
-	return time.Time{}, false
+	return time.Time{}, false, nil
 }
 
 func (s *serveProc) listenAddr() string        { return s.addr }
@@ -258,7 +293,7 @@ func startTarget(ctx context.Context, cfg FanoutConfig) (target, error) {
 		"--overlap", strconv.FormatFloat(1-cfg.Unique, 'g', -1, 64), "--pace", cfg.Pace.String()}
 	switch cfg.Target {
 	case TargetRelay:
-		return startRelayTarget(ctx, cfg)
+		return startRelayTarget(ctx, cfg, append(args, "--cache", cfg.Cache))
 	case TargetDirect:
 		return startServe(ctx, cfg.BenchBin, ServeControlPlane, append(args, "--cache", cfg.Cache), cfg.ServerStderr, cfg.Timeout)
 	case TargetLimit:
@@ -297,9 +332,16 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		}
 		defer churn.stop()
 	}
+	cp := controlPlaneOf(srv)
 	base, err := srv.usage()
 	if err != nil {
 		return nil, err
+	}
+	var cpBase ProcUsage
+	if cp != nil {
+		if cpBase, err = cp(); err != nil {
+			return nil, err
+		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -323,11 +365,24 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 			return nil, fmt.Errorf("initial load assignments: %w", err)
 		}
 	}
+	connected, err := srv.usage()
+	if err != nil {
+		return nil, err
+	}
+	var cpUsage *ControlPlaneUsage
+	if cp != nil {
+		cpConnected, err := cp()
+		if err != nil {
+			return nil, err
+		}
+		cpUsage = &ControlPlaneUsage{Child: true, ConnectCPU: cpConnected.CPU - cpBase.CPU,
+			RSSBase: cpBase.RSS, RSSIdle: cpConnected.RSS}
+	}
 	profiled := startCPUProfile(srv, cfg.CPUProfile, cfg.CPUProfileFor)
 	rounds := make([]round, 0, cfg.Rounds)
 	var idle ProcUsage
 	for r := range cfg.Rounds {
-		rd, before, err := timedUpdate(ctx, cfg, srv, receipts, r)
+		rd, before, err := timedUpdate(ctx, cfg, srv, cp, receipts, r)
 		if err != nil {
 			return nil, err
 		}
@@ -339,6 +394,13 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	after, err := srv.usage()
 	if err != nil {
 		return nil, err
+	}
+	if cp != nil {
+		cpAfter, err := cp()
+		if err != nil {
+			return nil, err
+		}
+		cpUsage.RSSAfter = cpAfter.RSS
 	}
 	if err := <-profiled; err != nil {
 		return nil, err
@@ -382,11 +444,27 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		Pace: cfg.Pace, UpstreamDelta: cfg.UpstreamDelta && cfg.Target == TargetRelay,
 		StateBytes: stateAll, StateUniqueBytes: stateUnique,
 		ServerRSSBase: base.RSS, ServerRSSIdle: idle.RSS, ServerRSSAfter: after.RSS,
+		ServerConnectCPU: connected.CPU - base.CPU, ControlPlane: cpUsage,
 		UpstreamStreams: streams, UpstreamRequests: requests,
 		Churn: churnRes,
 	}
 	summarize(res, rounds)
+	if cfg.Target == TargetDirect {
+		res.ControlPlane = &ControlPlaneUsage{ConnectCPU: res.ServerConnectCPU, UpdateCPU: res.ServerCPU, RoundsCPU: res.RoundsCPU,
+			RSSBase: res.ServerRSSBase, RSSIdle: res.ServerRSSIdle, RSSAfter: res.ServerRSSAfter}
+	}
 	return res, nil
+}
+
+// controlPlaneOf reads the usage of the relay target's control plane
+// child (FanoutConfig.ControlPlaneChild); nil for every other target and
+// for the control plane in this process. The direct target's control plane
+// is its server: its figures are the server's (RunFanout).
+func controlPlaneOf(srv target) func() (ProcUsage, error) {
+	if t, ok := srv.(*relayTarget); ok && t.cpChild != nil {
+		return t.cpChild.usage
+	}
+	return nil
 }
 
 // startCPUProfile starts the relay target's CPU profile for d and returns

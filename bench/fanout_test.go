@@ -79,6 +79,8 @@ func TestFanoutTargets(t *testing.T) {
 		{"relay-cds-delta", FanoutConfig{Target: TargetRelay, Service: ServiceCDS, Delta: true}, classes},
 		{"relay-sotw-upstream-delta", FanoutConfig{Target: TargetRelay, UpstreamDelta: true}, classes},
 		{"relay-delta-upstream-delta", FanoutConfig{Target: TargetRelay, Delta: true, UpstreamDelta: true, StreamsPerConn: 2}, classes},
+		{"relay-control-plane-child", FanoutConfig{Target: TargetRelay, ControlPlaneChild: true, StreamsPerConn: 4}, classes},
+		{"relay-control-plane-child-delta", FanoutConfig{Target: TargetRelay, ControlPlaneChild: true, Delta: true, UpstreamDelta: true}, classes},
 		{"limit-ads-sotw", FanoutConfig{Target: TargetLimit, StreamsPerConn: 4}, clients},
 		{"limit-cds-sotw", FanoutConfig{Target: TargetLimit, Service: ServiceCDS, StreamsPerConn: 3}, clients},
 		{"limit-ads-delta", FanoutConfig{Target: TargetLimit, Delta: true, StreamsPerConn: 5}, clients},
@@ -115,6 +117,24 @@ func TestFanoutTargets(t *testing.T) {
 			// resources (nonces differ in length).
 			if res.BytesTotal < int64(clients*(res.ResponseBytes-8)) {
 				t.Errorf("bytes in all = %d, want about %d × %d", res.BytesTotal, clients, res.ResponseBytes)
+			}
+			if res.ServerConnectCPU <= 0 {
+				t.Errorf("server's connection wave not measured: CPU %v", res.ServerConnectCPU)
+			}
+			// The control plane is measured where it is a process of its
+			// own: direct's server, the relay's child.
+			measured := tc.cfg.Target == TargetDirect || tc.cfg.ControlPlaneChild
+			switch cp := res.ControlPlane; {
+			case measured && cp == nil:
+				t.Errorf("control plane not measured")
+			case !measured && cp != nil:
+				t.Errorf("control plane %+v measured, want none (not a process of its own)", cp)
+			case measured && (cp.ConnectCPU <= 0 || cp.UpdateCPU <= 0 || cp.RSSBase <= 0 || cp.RSSIdle <= 0 || cp.RSSAfter <= 0):
+				t.Errorf("control plane not measured: %+v", cp)
+			case measured && cp.Child != (tc.cfg.Target == TargetRelay):
+				t.Errorf("control plane child %v for target %s", cp.Child, tc.cfg.Target)
+			case tc.cfg.Target == TargetDirect && (cp.UpdateCPU != res.ServerCPU || cp.ConnectCPU != res.ServerConnectCPU):
+				t.Errorf("direct: control plane CPU %v/%v, server's %v/%v: the same process", cp.ConnectCPU, cp.UpdateCPU, res.ServerConnectCPU, res.ServerCPU)
 			}
 			if res.StreamsPerConn != max(cfg.StreamsPerConn, 1) {
 				t.Errorf("streams_per_conn = %d, want %d", res.StreamsPerConn, cfg.StreamsPerConn)

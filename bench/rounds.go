@@ -21,8 +21,9 @@ type round struct {
 	lat, afterSent []time.Duration // each client's, sorted
 	upstreamSent   time.Duration
 	cpu            time.Duration
-	responseBytes  int   // one client's update response
-	bytesTotal     int64 // delivered to all clients
+	cpCPU          time.Duration // the control plane's, where measured
+	responseBytes  int           // one client's update response
+	bytesTotal     int64         // delivered to all clients
 }
 
 // roundVersion is round r's version, roundChanged its changed cluster
@@ -38,8 +39,9 @@ func roundChanged(r int) int {
 // timedUpdate prepares round r (the server's work that is not serving, as
 // the limit's encoding), then updates every class and measures until
 // every client holds it. It returns the server's usage just before the
-// update too.
-func timedUpdate(ctx context.Context, cfg FanoutConfig, srv target, receipts <-chan Receipt, r int) (round, ProcUsage, error) {
+// update too. cp, when not nil, reads the control plane's usage
+// (controlPlaneOf).
+func timedUpdate(ctx context.Context, cfg FanoutConfig, srv target, cp func() (ProcUsage, error), receipts <-chan Receipt, r int) (round, ProcUsage, error) {
 	version, changed := roundVersion(r), roundChanged(r)
 	if err := srv.prepare(ctx, version, changed); err != nil {
 		return round{}, ProcUsage{}, err
@@ -47,6 +49,12 @@ func timedUpdate(ctx context.Context, cfg FanoutConfig, srv target, receipts <-c
 	idle, err := srv.usage()
 	if err != nil {
 		return round{}, ProcUsage{}, err
+	}
+	var cpIdle ProcUsage
+	if cp != nil {
+		if cpIdle, err = cp(); err != nil {
+			return round{}, ProcUsage{}, err
+		}
 	}
 	cfg.Log("updating %d classes (%s)", cfg.Classes, version)
 	start := time.Now()
@@ -68,11 +76,21 @@ func timedUpdate(ctx context.Context, cfg FanoutConfig, srv target, receipts <-c
 	if err != nil {
 		return round{}, ProcUsage{}, err
 	}
+	rd := round{cpu: after.CPU - idle.CPU, responseBytes: got[0].Bytes}
+	if cp != nil {
+		cpAfter, err := cp()
+		if err != nil {
+			return round{}, ProcUsage{}, err
+		}
+		rd.cpCPU = cpAfter.CPU - cpIdle.CPU
+	}
 	// Each class's sent instant: its upstream's Send, or the publication.
 	sent := make([]time.Time, cfg.Classes)
-	rd := round{cpu: after.CPU - idle.CPU, responseBytes: got[0].Bytes}
 	for k := range sent {
-		at, ok := srv.sentAt(k, ClusterType, version)
+		at, ok, err := srv.sentAt(ctx, k, ClusterType, version)
+		if err != nil {
+			return round{}, ProcUsage{}, err
+		}
 		if !ok {
 			at = published
 		}
@@ -118,6 +136,14 @@ func summarize(res *FanoutResult, rounds []round) {
 	res.First, res.P50, res.P99, res.Last = medianOf(rounds, lat(first)), medianOf(rounds, lat(p50)), medianOf(rounds, lat(p99)), medianOf(rounds, lat(last))
 	res.AfterSentP50, res.AfterSentP99, res.AfterSentLast = medianOf(rounds, afterSent(p50)), medianOf(rounds, afterSent(p99)), medianOf(rounds, afterSent(last))
 	res.ServerCPU = medianOf(rounds, func(r round) time.Duration { return r.cpu })
+	if cp := res.ControlPlane; cp != nil {
+		cp.UpdateCPU = medianOf(rounds, func(r round) time.Duration { return r.cpCPU })
+		if len(rounds) > 1 {
+			for _, r := range rounds {
+				cp.RoundsCPU = append(cp.RoundsCPU, r.cpCPU)
+			}
+		}
+	}
 	res.UpstreamSent = medianOf(rounds, func(r round) time.Duration { return r.upstreamSent })
 	res.Latencies, res.ResponseBytes, res.BytesTotal = rounds[0].lat, rounds[0].responseBytes, rounds[0].bytesTotal
 	if len(rounds) > 1 {

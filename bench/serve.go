@@ -26,6 +26,7 @@ const (
 //	parent: counts                    child: counts STREAMS REQUESTS | error MESSAGE
 //	parent: eds CLASS SEQ             child: ok UNIXNANO | error MESSAGE
 //	parent: prepare VERSION CHANGED   child: ok | error MESSAGE
+//	parent: sent CLASS TYPE VERSION   child: ok UNIXNANO COUNT | error MESSAGE
 //
 // "set" installs every class's state of the given version (CHANGED as in
 // ControlPlane.SetClusters) and returns once the server has it. The child
@@ -37,6 +38,11 @@ const (
 // (Assignment). "prepare" lets a server do the work of a later "set" of the
 // same arguments that is not serving (the limit and tcp servers encode the
 // state), so that what the bench measures from "set" on is the serving.
+// "sent" asks the control plane when it finished sending (gRPC's Send
+// returned) the first response of VERSION of TYPE to a stream of class
+// number CLASS, and how many it sent (0 0: none; the limit and tcp servers,
+// their own senders, answer so): the relay target's control plane as a
+// child (FanoutConfig.ControlPlaneChild).
 
 // servedTarget is a server a child process runs for the parent.
 type servedTarget interface {
@@ -48,6 +54,9 @@ type servedTarget interface {
 	prepare(version string, changed int) error
 	setAssignment(class, seq int) error
 	counts() (streams, requests int)
+	// sent is when the server finished sending version of typeURL to a
+	// stream of class, and how many such responses it sent (0: none).
+	sent(class int, typeURL, version string) (time.Time, int)
 	stop()
 }
 
@@ -114,6 +123,22 @@ func execute(t servedTarget, line string) string {
 		return fmt.Sprintf("counts %d %d", s, r)
 	}
 	unknown := fmt.Sprintf("error unknown command %q", line)
+	if len(f) == 4 && f[0] == "sent" {
+		var reply string
+		err := withInt(f[1], func(class int) error {
+			at, n := t.sent(class, f[2], f[3])
+			ns := int64(0)
+			if n > 0 {
+				ns = at.UnixNano()
+			}
+			reply = fmt.Sprintf("ok %d %d", ns, n)
+			return nil
+		})
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return reply
+	}
 	if len(f) != 3 {
 		return unknown
 	}
@@ -186,6 +211,10 @@ func (s *servedControlPlane) setAssignment(class, seq int) error {
 func (s *servedControlPlane) counts() (int, int) { return s.cp.Counts() }
 func (s *servedControlPlane) stop()              { s.cp.Stop() }
 
+func (s *servedControlPlane) sent(class int, typeURL, version string) (time.Time, int) {
+	return s.cp.SentAt(className(class), typeURL, version)
+}
+
 // bytesServer is a server writing pre-encoded payloads: limit or tcp.
 type bytesServer interface {
 	Addr() string
@@ -242,6 +271,9 @@ func (s *servedBytes) set(version string, changed int) error {
 }
 
 func (s *servedBytes) installedAt() []time.Time { return s.at }
+
+// sent: the limit and tcp servers are their own senders (installedAt).
+func (s *servedBytes) sent(int, string, string) (time.Time, int) { return time.Time{}, 0 }
 
 func (s *servedBytes) prepare(version string, changed int) error {
 	p, err := s.encode(changed)

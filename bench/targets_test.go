@@ -97,6 +97,8 @@ func TestServeProtocol(t *testing.T) {
 		{"eds 0 7", "ok *"},
 		{"prepare v2 1", "ok"},
 		{"set v2 1", "ok *"},
+		{"sent 0 " + ClusterType + " v2", "ok 0 0"},
+		{"sent x " + ClusterType + " v2", `error strconv.Atoi: parsing "x": invalid syntax`},
 		{"eds 0 x", `error strconv.Atoi: parsing "x": invalid syntax`},
 		{"set v2 x", `error strconv.Atoi: parsing "x": invalid syntax`},
 		{"reload", `error unknown command "reload"`},

@@ -2,7 +2,7 @@
 // exist: every `path/file.go` (or a testdata schedule, or a directory of the
 // tree) is a tracked file or directory, and every `pkg.Name`, `Type.member`
 // or CamelCase `Name` in backquotes is declared in the module's Go code
-// (test files included). Names of other projects (xDS messages, grpc-go,
+// (test files included) or is an alert of the rule file (alertsFile). Names of other projects (xDS messages, grpc-go,
 // the standard library) are skipped when their first part is no package or
 // type of this module, or allowed by the list below.
 //
@@ -43,7 +43,7 @@ var external = set(
 	"SRDS", "VHDS", "ECDS", "ADS", "REST", "KiB", "MiB", "GiB", "IPv4", "IPv6", "ClusterIP", "ConfigMap",
 	"Deployment", "Service", "Namespace", "DaemonSet", "StatefulSet", "RuntimeDefault", "IfNotPresent",
 	"CONTINUATION", "replicaCount", "terminationGracePeriodSeconds", "nodeSelector", "topologySpreadConstraints",
-	"minReplicas",
+	"minReplicas", "searchNamespace", "folderAnnotation",
 	// grpc-go test names cited as peers.
 	"RouteResourceUpdate", "RouteResourceChangeToInline", "CircuitBreaking", "DropByCategory", "LRSLogicalDNS",
 	"UpdateLRSServerToNil", "ConfigUpdateWithSameLoadReportingServerConfig", "LoadStatsResponse",
@@ -138,7 +138,33 @@ func load() *index {
 		ix.addFile(af, !outside && !strings.HasSuffix(f, "_test.go"))
 	}
 	ix.loadConfig()
+	ix.loadAlerts()
 	return ix
+}
+
+// alertsFile holds the relay's Prometheus alerts, whose names the docs cite.
+const alertsFile = "deploy/helm/xds-relay/files/xds-relay.rules.yaml"
+
+var alertRE = regexp.MustCompile(`^\s*- alert: ([A-Za-z0-9_]+)\s*$`)
+
+// loadAlerts declares the alert names of alertsFile.
+func (ix *index) loadAlerts() {
+	data, err := os.ReadFile(alertsFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := alertRE.FindStringSubmatch(line); m != nil {
+			ix.declared[m[1]] = true
+			n++
+		}
+	}
+	if n == 0 {
+		fmt.Fprintf(os.Stderr, "%s: no alert found\n", alertsFile)
+		os.Exit(2)
+	}
 }
 
 func (ix *index) member(typ, name string) {

@@ -222,10 +222,13 @@ func TestChartValuesSchema(t *testing.T) {
 		t.Fatal("chart has no values.schema.json")
 	}
 	for name, vals := range map[string]map[string]any{
-		"misspelt key":   {"autoscalling": map[string]any{"enabled": false}},
-		"nested typo":    {"upstream": map[string]any{"adress": "cp:15010"}},
-		"bad protocol":   {"upstream": map[string]any{"protocol": "grpc"}},
-		"port as string": {"ports": map[string]any{"grpc": "18000"}},
+		"misspelt key":    {"autoscalling": map[string]any{"enabled": false}},
+		"nested typo":     {"upstream": map[string]any{"adress": "cp:15010"}},
+		"bad protocol":    {"upstream": map[string]any{"protocol": "grpc"}},
+		"port as string":  {"ports": map[string]any{"grpc": "18000"}},
+		"monitoring typo": {"metrics": map[string]any{"serviceMonitor": map[string]any{"enable": true}}},
+		"bad interval":    {"metrics": map[string]any{"serviceMonitor": map[string]any{"interval": "30 seconds"}}},
+		"labels not map":  {"metrics": map[string]any{"dashboard": map[string]any{"labels": "grafana_dashboard=1"}}},
 	} {
 		_, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "x", Namespace: "x", IsInstall: true}, chartutil.DefaultCapabilities)
 		if err == nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,10 @@ var knownKinds = map[string]func() any{
 	"v1 Secret":                              func() any { return new(corev1.Secret) },
 	"autoscaling/v2 HorizontalPodAutoscaler": func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
 	"policy/v1 PodDisruptionBudget":          func() any { return new(policyv1.PodDisruptionBudget) },
+	// The monitoring objects (monitoring_test.go), of the Prometheus
+	// Operator's own API types.
+	"monitoring.coreos.com/v1 ServiceMonitor": func() any { return new(monitoringv1.ServiceMonitor) },
+	"monitoring.coreos.com/v1 PrometheusRule": func() any { return new(monitoringv1.PrometheusRule) },
 }
 
 // newTyped returns the typed object for apiVersion and kind (knownKinds).
@@ -160,8 +165,11 @@ func checkInstallation(t *testing.T, objs []object, want installWant) installati
 	t.Helper()
 	byKind := map[string][]object{}
 	for _, o := range objs {
-		byKind[o.kind] = append(byKind[o.kind], o)
 		checkMeta(t, o)
+		if isDashboard(o) {
+			continue // a monitoring object, checked by checkMonitoring
+		}
+		byKind[o.kind] = append(byKind[o.kind], o)
 	}
 	one := func(kind string, required bool) any {
 		switch n := len(byKind[kind]); {
@@ -193,7 +201,7 @@ func checkInstallation(t *testing.T, objs []object, want installWant) installati
 		t.Errorf("Deployment namespace %q, want %q", dep.Namespace, want.namespace)
 	}
 	for _, o := range objs {
-		if _, isNS := o.obj.(*corev1.Namespace); isNS {
+		if _, isNS := o.obj.(*corev1.Namespace); isNS || isDashboard(o) {
 			continue
 		}
 		if ns := o.obj.(metav1.Object).GetNamespace(); ns != dep.Namespace {

@@ -36,7 +36,8 @@ const usage = `usage: xds-bench [flags]
 
 Targets (--target, comma-separated; relay and direct take :snapshot or :linear
 to choose the control plane's cache, default --cache):
-  relay   clients → xds-relay (child process) → go-control-plane (in xds-bench)
+  relay   clients → xds-relay (child process) → go-control-plane (in xds-bench;
+          a child process too with --control-plane-process)
   direct  clients → go-control-plane (child process): what users run without a relay
   limit   clients → a bare gRPC server (child) writing one pre-encoded response
           to every stream: the floor for any gRPC relay on this machine
@@ -85,6 +86,7 @@ func main() {
 	perConn := flag.Int("streams-per-conn", 1, "client streams sharing one gRPC connection (tcp: must be 1); the relay allows 100 by default (limits.max_streams_per_connection)")
 	window := flag.Int("client-window", 0, fmt.Sprintf("HTTP/2 flow-control window (bytes) the gRPC clients advertise per stream and connection; 0: grpc-go's default (64 KiB, grown by BDP estimation); %d is Envoy's default", bench.EnvoyWindow))
 	upstreamDelta := flag.Bool("upstream-delta", false, "the relay speaks incremental (delta) ADS to the control plane")
+	cpProcess := flag.Bool("control-plane-process", false, "run the relay target's control plane as a child process of its own (xds-bench serve controlplane, as direct's) and report its CPU and RSS beside direct's")
 	relayBin := flag.String("relay-bin", "", "xds-relay binary to measure (default: build ./cmd/xds-relay)")
 	relayConfig := flag.String("relay-config", "", "the relay's --config file (its limits: max_streams 200000, max_streams_per_connection 100 by default)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "time limit of each phase")
@@ -121,7 +123,7 @@ func main() {
 		BenchBin: self, RelayConfig: *relayConfig,
 		Clusters: *clusters, Unique: 1 - *overlap, Churn: *churn, ChurnDuration: *duration,
 		Delta: *delta, Service: *service, StreamsPerConn: *perConn,
-		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, Timeout: *timeout, Rounds: *rounds, Pace: *pace,
+		ClientWindow: int32(*window), UpstreamDelta: *upstreamDelta, ControlPlaneChild: *cpProcess, Timeout: *timeout, Rounds: *rounds, Pace: *pace,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "xds-bench: "+f+"\n", a...) },
 	}
 	specs := strings.Split(*targets, ",")
@@ -199,6 +201,12 @@ func main() {
 	fmt.Printf("%s clients, service %s, %d per connection, %s; classes %s, %d clusters, overlap %v; one cluster changed%s\n", proto, *service, *perConn, win, *classList, *clusters, *overlap, each)
 	if err := writeTable(os.Stdout, results); err != nil {
 		fail(err)
+	}
+	if slices.ContainsFunc(results, func(r *bench.FanoutResult) bool { return r.ControlPlane != nil }) {
+		fmt.Printf("\ncontrol plane, where it is a process of its own (direct's server; the relay's with --control-plane-process): connection wave and update\n")
+		if err := writeControlPlaneTable(os.Stdout, results); err != nil {
+			fail(err)
+		}
 	}
 	if *churn > 0 {
 		fmt.Printf("\nchurn: %v EDS updates/s for %v, round robin over the classes\n", *churn, *duration)

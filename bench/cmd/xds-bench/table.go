@@ -124,3 +124,48 @@ func writeChurnTable(w io.Writer, results []*bench.FanoutResult) error {
 	}
 	return tw.Flush()
 }
+
+// writeControlPlaneTable prints the control plane's own figures where it is
+// a process of its own (direct's server; the relay's with
+// --control-plane-process): its streams, CPU over the connection wave and
+// the update, RSS; and, on a relay row, how many times direct's control
+// plane (the same cache, N and classes) spends more.
+func writeControlPlaneTable(w io.Writer, results []*bench.FanoutResult) error {
+	type key struct {
+		n, classes int
+		cache      string
+	}
+	directs := make(map[key]*bench.FanoutResult)
+	for _, r := range results {
+		if r.Target == bench.TargetDirect && r.ControlPlane != nil {
+			directs[key{r.Clients, r.Classes, r.Cache}] = r
+		}
+	}
+	times := func(direct, relay float64) string {
+		if relay <= 0 || direct <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f×", direct/relay)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join([]string{"N", "classes", "target", "cp streams", "cp connect CPU", "cp update CPU",
+		"cp RSS base", "cp RSS idle", "cp RSS after", "direct ÷ relay: connect CPU", "update CPU", "RSS idle", ""}, "\t"))
+	for _, r := range results {
+		cp := r.ControlPlane
+		if cp == nil {
+			continue
+		}
+		row := []string{fmt.Sprint(r.Clients), fmt.Sprint(r.Classes), label(r), fmt.Sprint(r.UpstreamStreams),
+			ms(cp.ConnectCPU), ms(cp.UpdateCPU), mib(cp.RSSBase), mib(cp.RSSIdle), mib(cp.RSSAfter)}
+		d := directs[key{r.Clients, r.Classes, r.Cache}]
+		if r.Target == bench.TargetRelay && d != nil {
+			row = append(row, times(float64(d.ControlPlane.ConnectCPU), float64(cp.ConnectCPU)),
+				times(float64(d.ControlPlane.UpdateCPU), float64(cp.UpdateCPU)),
+				times(float64(d.ControlPlane.RSSIdle), float64(cp.RSSIdle)))
+		} else {
+			row = append(row, "-", "-", "-")
+		}
+		fmt.Fprintln(tw, strings.Join(append(row, ""), "\t"))
+	}
+	return tw.Flush()
+}

@@ -34,3 +34,31 @@ func TestWriteTableRatios(t *testing.T) {
 		t.Errorf("header %q lacks the direct:linear column", lines[0])
 	}
 }
+
+// The control plane's table gives, on a relay row, how many times direct's
+// control plane (same N, classes and cache) spends more.
+func TestWriteControlPlaneTable(t *testing.T) {
+	results := []*bench.FanoutResult{
+		{Target: bench.TargetRelay, Cache: "snapshot", Clients: 10, Classes: 2, UpstreamStreams: 2,
+			ControlPlane: &bench.ControlPlaneUsage{Child: true, ConnectCPU: 10 * time.Millisecond, UpdateCPU: 5 * time.Millisecond, RSSIdle: 20 << 20}},
+		{Target: bench.TargetRelay, Cache: "snapshot", Clients: 20, Classes: 2}, // control plane not measured: no row
+		{Target: bench.TargetDirect, Cache: "snapshot", Clients: 10, Classes: 2, UpstreamStreams: 10,
+			ControlPlane: &bench.ControlPlaneUsage{ConnectCPU: 400 * time.Millisecond, UpdateCPU: 150 * time.Millisecond, RSSIdle: 100 << 20}},
+	}
+	var b strings.Builder
+	if err := writeControlPlaneTable(&b, results); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want a header and 2 rows:\n%s", len(lines), b.String())
+	}
+	for _, want := range []string{"relay:snapshot", "40.0×", "30.0×", "5.0×"} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("relay row %q lacks %q", lines[1], want)
+		}
+	}
+	if strings.Contains(lines[2], "×") {
+		t.Errorf("direct row %q has ratios to itself", lines[2])
+	}
+}
