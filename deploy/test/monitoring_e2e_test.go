@@ -594,12 +594,13 @@ func checkAgainstPrometheus(t *testing.T, ctx context.Context, base string, l mo
 	relay, down := l.relay.AdminAddr(), l.down.AdminAddr()
 	// The alerts this load must raise, with labels each must carry.
 	mustFire := map[string]map[string]string{
-		"XdsRelayUpstreamDown":     {"class": classDown, "instance": down},
-		"XdsRelayUpstreamRejected": {"class": classRejected, "type": "Cluster", "result": "nack", "instance": relay},
-		"XdsRelayUpstreamDrops":    {"reason": "upstream_rejected", "instance": relay},
-		"XdsRelayUpstreamStorm":    {"class": classStorm, "type": "Cluster", "instance": relay},
-		"XdsRelayClientNACKs":      {"class": classGood, "job": "xds-relay"},
-		"XdsRelaySlowClients":      {"instance": relay},
+		"XdsRelayUpstreamDown":        {"class": classDown, "instance": down},
+		"XdsRelayUpstreamUnreachable": {"class": classDown, "instance": down},
+		"XdsRelayUpstreamRejected":    {"class": classRejected, "type": "Cluster", "result": "nack", "instance": relay},
+		"XdsRelayUpstreamDrops":       {"reason": "upstream_rejected", "instance": relay},
+		"XdsRelayUpstreamStorm":       {"class": classStorm, "type": "Cluster", "instance": relay},
+		"XdsRelayClientNACKs":         {"class": classGood, "job": "xds-relay"},
+		"XdsRelaySlowClients":         {"instance": relay},
 	}
 	// Those it must not: a resync every 10 s is 6 restarts a class a
 	// minute, far under 30 in 10; no memory pressure; one invalid request
