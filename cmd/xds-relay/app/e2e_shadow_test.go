@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -11,29 +10,14 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/xds"
 )
 
 // grpcClient dials xds:///target through the relay at addr as a grpc-go
 // xDS client (its own xDS client and ADS stream) of class.
 func grpcClient(t *testing.T, addr, id, class, target string) healthpb.HealthClient {
 	t.Helper()
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": %q, "cluster": %q, "locality": {"region": "r1", "zone": "z1"}}
-	}`, addr, id, class)
-	builder, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatalf("xDS resolver: %v", err)
-	}
-	cc, err := grpc.NewClient("xds:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(builder))
-	if err != nil {
-		t.Fatalf("dial xds:///%s: %v", target, err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return healthpb.NewHealthClient(cc)
+	return healthpb.NewHealthClient(grpcXDSConn(t, bootstrapFor(id, class, xdsServer(addr)), target))
 }
 
 // withoutCluster is res without its Cluster and ClusterLoadAssignment (the
