@@ -132,8 +132,8 @@ func versionOf(r *shard.Response) string {
 // "How the client specifies what resources to return").
 func (d *deltaTypeSub) apply(first bool, req *discoveryv3.DeltaDiscoveryRequest) {
 	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
-	if first && len(sub) == 0 && len(unsub) == 0 {
-		d.wildcard = true // legacy wildcard: the first request names nothing
+	if shard.DeltaLegacyWildcard(first, sub, unsub) {
+		d.wildcard = true
 	}
 	if first {
 		// Sized once for the names the request brings (bounded by

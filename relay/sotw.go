@@ -119,9 +119,7 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 		// specifies what resources to return"), so a later empty list means
 		// nothing, as the client means it.
 		s.staleLocked(t)
-		if len(req.GetResourceNames()) > 0 {
-			t.explicitSeen = true
-		}
+		t.names.Note(req.GetResourceNames())
 		s.mu.Unlock()
 		return nil
 	}
@@ -137,12 +135,13 @@ func (s *sotwStream) handle(req *discoveryv3.DiscoveryRequest) error {
 			s.srv.metrics.ClientACK(s.class.Name, typeURL)
 		}
 	}
-	sub, explicit := nextSubscription(t.explicitSeen, req.GetResourceNames())
+	names := t.names
+	sub := names.Read(req.GetResourceNames())
 	if err := s.sotwNamesLimitLocked(t, sub); err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	t.explicitSeen = explicit
+	t.names = names
 	old := t.shard
 	changed := first || old == nil || !old.Sub.Equal(sub)
 	if !changed || (sub.Empty() && old == nil) {

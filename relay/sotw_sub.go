@@ -5,27 +5,13 @@ import (
 	"github.com/xds-relay/xds-relay/shard/xdstype"
 )
 
-// nextSubscription applies the SotW rules for resource_names (spec: "How the
-// client specifies what resources to return"): until the client has sent a
-// non-empty resource_names for the type, an empty list is the legacy wildcard;
-// after that, an empty list unsubscribes from everything, and "*" is the
-// explicit wildcard. explicitSeen is the stream's memory of that transition.
-// The empty name counts as a name here ([""] is a non-empty list) but matches
-// nothing: [""] unsubscribes from everything, as in go-control-plane.
-func nextSubscription(explicitSeen bool, names []string) (sub shard.Subscription, nowExplicit bool) {
-	if !explicitSeen && len(names) == 0 {
-		return shard.Subscription{Wildcard: true}, false
-	}
-	return shard.NewSubscription(names, false), true
-}
-
 // sotwTypeSub is a SotW stream's state for one type URL. Guarded by the
 // stream's mu; shard is written only by the stream's reader.
 type sotwTypeSub struct {
 	typeSubBase
-	explicitSeen bool   // legacy wildcard no longer available
-	sentVersion  string // version of the last response sent (or known held)
-	force        bool   // send the shard's response even if sentVersion matches
+	names       shard.SotWNames // the legacy wildcard's rule, as the client's requests went
+	sentVersion string          // version of the last response sent (or known held)
+	force       bool            // send the shard's response even if sentVersion matches
 	// claimed: sentVersion is the version_info the client declared on its
 	// first request, not one the relay sent; it vouches for the content
 	// only where versions are content hashes.

@@ -54,7 +54,7 @@ func streamVariant(delta bool, fixedType string) string {
 func sotwUnderTest(srv *Server, tr sotwTransport, fixedType string) underTest {
 	st := newSotWStream(srv, tr, fixedType, streamVariant(false, fixedType))
 	return newUnderTest(&st.stream, func(ts *sotwTypeSub) typeView {
-		return typeView{shard: ts.shard, sub: subOfShard(ts.shard), explicitSeen: ts.explicitSeen}
+		return typeView{shard: ts.shard, sub: subOfShard(ts.shard), explicitSeen: ts.names.Listed()}
 	})
 }
 

@@ -43,6 +43,9 @@ type Class struct {
 	// store holds the tables' resources, shared with other classes (nil:
 	// each table holds its own).
 	store ResourceStore
+	// wildcardScope is what the upstream's wildcard stands for, copied
+	// into each table.
+	wildcardScope WildcardScope
 	// onUnavailable are told when the upstream becomes unreachable
 	// (unavailable.go).
 	onUnavailable []UnavailableHook
@@ -89,7 +92,7 @@ func newClass(name string, node *corev3.Node, onInterest func(string)) *Class {
 func (c *Class) table(typeURL string) *table {
 	t := c.tables[typeURL]
 	if t == nil {
-		t = newTable(typeURL)
+		t = newTable(typeURL, c.wildcardScope)
 		t.store = c.store
 		c.tables[typeURL] = t
 	}

@@ -70,6 +70,8 @@ type Registry struct {
 	closed   bool           // no more linger timers
 	limits   Limits         // copied into each class
 	store    ResourceStore  // copied into each class
+	// wildcardScope: copied into each class (SetWildcardScope).
+	wildcardScope WildcardScope
 	// onUnavailable: copied into each class (OnUpstreamUnavailable).
 	onUnavailable []UnavailableHook
 
@@ -175,6 +177,7 @@ func (r *Registry) Acquire(node *corev3.Node) (*Class, error) {
 	c.onFanout = r.onFanout
 	c.limits = r.limits
 	c.store = r.store
+	c.wildcardScope = r.wildcardScope
 	c.onUnavailable = r.onUnavailable
 	c.shardLinger = max(r.life.Linger, 0)
 	c.lingering.counts = &r.lingers

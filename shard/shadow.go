@@ -57,6 +57,18 @@ const ShadowHold = 15 * time.Second
 type shadowedResource struct {
 	r     *Resource
 	since time.Time
+	// onDemand: it was held outside a site-specific wildcard's set, so
+	// only a request naming it asks for it again.
+	onDemand bool
+}
+
+// asksAgain reports whether sub asks for the shadowed resource: by name,
+// alias or a wildcard whose set it was in.
+func (t *table) asksAgain(sub Subscription, sr shadowedResource) bool {
+	if sub.Wildcard && sr.onDemand {
+		sub.Wildcard = false
+	}
+	return sub.Covers(sr.r.Name, sr.r.Aliases())
 }
 
 // shadows reports whether t keeps what it drops: a type whose SotW answers
@@ -77,7 +89,8 @@ func (t *table) shadow(r *Resource, now time.Time) {
 	if t.shadowed == nil {
 		t.shadowed = map[string]shadowedResource{}
 	}
-	t.shadowed[r.Name] = shadowedResource{r: r, since: now}
+	_, onDemand := t.onDemand[r.Name]
+	t.shadowed[r.Name] = shadowedResource{r: r, since: now, onDemand: onDemand}
 }
 
 // restoreShadowed holds again the shadowed resources sub asks for (by name,
@@ -91,7 +104,7 @@ func (t *table) restoreShadowed(sub Subscription, now time.Time) (restored []str
 			delete(t.shadowed, name) // expired
 			continue
 		}
-		if !sub.Covers(name, r.Aliases()) {
+		if !t.asksAgain(sub, sr) {
 			continue
 		}
 		delete(t.shadowed, name)
@@ -99,6 +112,12 @@ func (t *table) restoreShadowed(sub Subscription, now time.Time) (restored []str
 			continue
 		}
 		t.resources.put(t.hold(r))
+		if sr.onDemand {
+			if t.onDemand == nil {
+				t.onDemand = map[string]struct{}{}
+			}
+			t.onDemand[name] = struct{}{}
+		}
 		t.pending.told(name)
 		t.markRestored(name, now)
 		for _, a := range r.Aliases() {

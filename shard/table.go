@@ -28,6 +28,9 @@ type table struct {
 
 	resources resIndex
 	aliases   map[string]string // alias -> resource name (delta upstreams' Resource.aliases)
+	// onDemand: held resources outside a site-specific wildcard's set,
+	// held for the shards naming them (wildcardscope.go); nil when none.
+	onDemand map[string]struct{}
 	// shadowed: resources dropped that the upstream may believe held, by
 	// name (see shadow.go); nil when none. shadowSweep: a timer will sweep
 	// the expired ones.
@@ -53,8 +56,9 @@ type table struct {
 	byNamePeak, pendingPeak int
 }
 
-func newTable(typeURL string) *table {
+func newTable(typeURL string, scope WildcardScope) *table {
 	return &table{
+		up:        upstreamState{scope: scope},
 		typeURL:   typeURL,
 		fullState: xdstype.FullState(typeURL),
 		aliases:   map[string]string{},
@@ -115,7 +119,7 @@ func (t *table) namesAwaitAnswer() bool { return t.fullState || t.up.incremental
 
 // pendingIn returns the names of shard s still pending at now.
 func (t *table) pendingIn(s *Shard, now time.Time) []string {
-	if len(t.pending) == 0 || s.Sub.Wildcard {
+	if len(t.pending) == 0 || s.Sub.Wildcard && !t.siteWildcard() {
 		return nil
 	}
 	var out []string
@@ -194,10 +198,10 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 	// A wildcard re-asked and dropped before its answer came: the names
 	// it covered were not pending (asking the wildcard cleared them), and
 	// no answer of it will serve the named shards that lack them.
-	wildcardUnanswered := t.up.wildcardAwaited() && !sub.Wildcard
+	wildcardUnanswered := t.up.wildcardAwaited() && !sub.Wildcard && !t.siteWildcard()
 	t.up.ask(sub, incremental)
 	restored = t.restoreShadowed(sub, now)
-	if sub.Wildcard {
+	if t.up.coversByWildcard() {
 		// A wildcard answer is complete: nothing is pending by name.
 		t.pendingPeak = max(t.pendingPeak, len(t.pending))
 		clear(t.pending)
@@ -235,7 +239,9 @@ func (t *table) setRequested(sub Subscription, incremental bool, now time.Time) 
 		}
 	}
 	if len(t.wildcards) > 0 && sub.Wildcard {
-		return deadline, nil, restored
+		// A site-specific wildcard keeps current only its own set: the
+		// names no longer asked beside it go.
+		return deadline, t.dropOnDemandUnasked(sub, now), restored
 	}
 	// Without the wildcard asked (a wildcard shard may be subscribed whose
 	// request is still to be sent), the upstream keeps current only what
@@ -281,9 +287,18 @@ func (t *table) apply(update []*Resource, replace, distinct bool) (changed []str
 		held = t.heldPtrs()
 		defer held.release()
 	}
+	// With a site-specific wildcard asked, each resource is the wildcard's
+	// or on demand (classifyOnDemand): judged against what the upstream had
+	// answered before this update.
+	classify := t.siteWildcard() && t.up.requested.Wildcard
+	wildcardAnswered := t.up.phase == answered
 	for _, r := range update {
 		if seen != nil {
 			seen[r.Name] = struct{}{}
+		}
+		if classify {
+			_, wasHeld := t.resources.get(r.Name)
+			t.classifyOnDemand(r, wasHeld, wildcardAnswered)
 		}
 		if held != nil && held.has(r) {
 			continue // the very resource held under its name: unchanged
@@ -350,6 +365,7 @@ func (t *table) drop(name string) []string {
 		return nil
 	}
 	t.resources.remove(name)
+	delete(t.onDemand, name)
 	t.unhold(r)
 	return append(t.unindexAliases(r), name)
 }

@@ -20,13 +20,23 @@ func (t *table) rebuild(s *Shard) bool {
 	if len(unknown) > 0 && t.fullState {
 		return false // nor a full-state shard one lacking a name not yet answered
 	}
-	if t.up.wildcardAwaited() && t.fullState && !s.Sub.Wildcard && t.lacksAny(s.Sub.Names) {
+	if t.up.wildcardAwaited() && t.fullState && !s.Sub.Wildcard && !t.siteWildcard() && t.lacksAny(s.Sub.Names) {
 		return false // nor one lacking a name the pending wildcard's answer will tell of
 	}
 	var included []*Resource
 	var outNames []string // the names of included; nil: not yet made
 	var set heldSet
-	if s.Sub.Wildcard {
+	if s.Sub.Wildcard && len(t.onDemand) > 0 {
+		// A site-specific wildcard's set, and the on-demand names the
+		// shard asks for beside it (wildcardscope.go).
+		_, all := t.resources.sorted()
+		for _, r := range all {
+			if t.wildcardServes(s.Sub, r) {
+				included = append(included, r)
+				set.add(r)
+			}
+		}
+	} else if s.Sub.Wildcard {
 		// Explicit names are already covered: the table only holds resources
 		// of the class's union interest, and a wildcard shard takes them all:
 		// the table's sorted list and names, shared, and the sums the table

@@ -74,6 +74,8 @@ type upstreamState struct {
 	// version is the version_info of the last answer when the upstream's
 	// versions are passed through (Update.Version); empty: content hashes.
 	version string
+	// scope is what the wildcard asked for stands for (read-only).
+	scope WildcardScope
 }
 
 // ask records that the upstream was asked for sub (Class.Requested). A
@@ -129,7 +131,14 @@ func (u *upstreamState) asksWildcard() bool { return u.reported && u.requested.W
 // unaskedName reports whether name is outside what an upstream subscribing
 // by name was last asked for: the upstream has yet to tell about it.
 func (u *upstreamState) unaskedName(name string) bool {
-	return u.reported && !u.requested.Wildcard && !u.requested.Has(name)
+	return u.reported && !u.coversByWildcard() && !u.requested.Has(name)
+}
+
+// coversByWildcard reports whether the upstream was last asked for a
+// wildcard that covers every name (WildcardEveryResource): names beside it
+// need no answer of their own.
+func (u *upstreamState) coversByWildcard() bool {
+	return u.requested.Wildcard && u.scope == WildcardEveryResource
 }
 
 // askedFor reports whether the upstream was last asked for r, by name or

@@ -68,6 +68,13 @@ type Config struct {
 	// a stream's first request when the type is empty, then falls silent
 	// once the type grows, which no wait can tell from "nothing changed".
 	AskWildcard bool
+	// SiteWildcard: the control plane's wildcard is a set of its choosing
+	// (upstream.wildcard: site_specific; shard.WildcardSiteSpecific), not
+	// every resource. Names a class's clients ask beside a wildcard are
+	// asked too (SotW: ["*", names...]; delta: "*" and the names, as
+	// always), and the class serves wildcard shards the wildcard's set only.
+	// The registry must be told the same (shard.Registry.SetWildcardScope).
+	SiteWildcard bool
 	// Metrics receives the counted events (default NopMetrics).
 	Metrics Metrics
 	// Drops counts the upstream answers the relay does not pass on or
@@ -249,22 +256,23 @@ func dialUpstream(cfg Config, opts []grpc.DialOption) (*grpc.ClientConn, error) 
 func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 	node := c.classNode(class)
 	s := &classStream{
-		class:   class,
-		pool:    c.pool,
-		node:    node,
-		log:     c.log.With(zap.String("class", class.Name)),
-		wake:    dedup.NewSignal(),
-		bo:      c.cfg.Backoff,
-		maxMsg:  c.cfg.MaxMessageBytes,
-		valid:   &validator{passVersions: c.cfg.PassVersions, store: class.Store()},
-		delta:   c.cfg.Delta,
-		askWild: c.cfg.AskWildcard,
-		resync:  c.cfg.Resync,
-		metrics: c.cfg.Metrics,
-		drops:   c.cfg.Drops,
-		gate:    c.cfg.LogGate,
-		tracer:  c.cfg.Tracer,
-		status:  ClassStreamStatus{Class: class.Name, NodeID: node.Id, State: StateConnecting, Versions: map[string]string{}},
+		class:    class,
+		pool:     c.pool,
+		node:     node,
+		log:      c.log.With(zap.String("class", class.Name)),
+		wake:     dedup.NewSignal(),
+		bo:       c.cfg.Backoff,
+		maxMsg:   c.cfg.MaxMessageBytes,
+		valid:    &validator{passVersions: c.cfg.PassVersions, store: class.Store()},
+		delta:    c.cfg.Delta,
+		askWild:  c.cfg.AskWildcard,
+		siteWild: c.cfg.SiteWildcard,
+		resync:   c.cfg.Resync,
+		metrics:  c.cfg.Metrics,
+		drops:    c.cfg.Drops,
+		gate:     c.cfg.LogGate,
+		tracer:   c.cfg.Tracer,
+		status:   ClassStreamStatus{Class: class.Name, NodeID: node.Id, State: StateConnecting, Versions: map[string]string{}},
 	}
 	s.avail = &availability{s: s, after: max(c.cfg.UnavailableAfter, 0)}
 	c.mu.Lock()

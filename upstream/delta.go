@@ -76,9 +76,9 @@ func (ts *deltaTypeState) unsubscribe(unsub []string, now time.Time) (overflow b
 
 // resubscribes returns a name want adds to the stream's subscription that
 // the stream unsubscribed from less than resubscribeWindow before now.
-func (ts *deltaTypeState) resubscribes(want shard.Subscription, now time.Time) (string, bool) {
-	if len(ts.unsubscribed) == 0 || ts.sub.Wildcard || want.Wildcard {
-		return "", false // a wildcard keeps every name current
+func (ts *deltaTypeState) resubscribes(want shard.Subscription, siteWild bool, now time.Time) (string, bool) {
+	if len(ts.unsubscribed) == 0 || !siteWild && (ts.sub.Wildcard || want.Wildcard) {
+		return "", false // a wildcard keeps every name current (unless site-specific)
 	}
 	for _, n := range want.Added(ts.sub) {
 		if at, ok := ts.unsubscribed[n]; ok {
@@ -138,7 +138,7 @@ func (ds *deltaSession) syncInterest() error {
 			if name, held := ds.heldNotSubscribed(typeURL, ts.sub, want); held {
 				return &claimRestart{typeURL: typeURL, name: name}
 			}
-			if name, again := ts.resubscribes(want, time.Now()); again {
+			if name, again := ts.resubscribes(want, ds.siteWild, time.Now()); again {
 				return &resubscribeRestart{typeURL: typeURL, name: name}
 			}
 		}
@@ -165,7 +165,7 @@ func (ds *deltaSession) syncInterest() error {
 		// does not claim: go-control-plane reports the deletion only of what
 		// a stream claims.
 		ds.forget(typeURL, ds.class.Requested(typeURL, want, true))
-		if !want.Wildcard && ts.unsubscribe(req.ResourceNamesUnsubscribe, time.Now()) {
+		if (!want.Wildcard || ds.siteWild) && ts.unsubscribe(req.ResourceNamesUnsubscribe, time.Now()) {
 			return &resubscribeRestart{typeURL: typeURL, overflow: true}
 		}
 	}
@@ -213,9 +213,9 @@ func (e *claimRestart) Error() string {
 
 // heldNotSubscribed returns a name want adds to the stream's subscription
 // have that the class holds (a version is kept for it); none under a
-// wildcard, which keeps everything current.
+// wildcard that keeps everything current (not a site-specific one).
 func (ds *deltaSession) heldNotSubscribed(typeURL string, have, want shard.Subscription) (string, bool) {
-	if have.Wildcard || want.Wildcard {
+	if !ds.siteWild && (have.Wildcard || want.Wildcard) {
 		return "", false
 	}
 	for _, n := range want.Added(have) {
@@ -260,7 +260,8 @@ func (ds *deltaSession) forget(typeURL string, dropped []string) {
 // that crossed its unsubscription, before the class dropped it) would never
 // be told it was deleted (conformance
 // snapshot-ads-delta-crossed-resubscribe.json). A wildcard is answered
-// whatever exists, so it claims nothing more.
+// whatever exists, so it claims nothing more (but for a site-specific one:
+// the names beside it are answered as names).
 func (ds *deltaSession) claims(typeURL string, want shard.Subscription) map[string]string {
 	var out map[string]string
 	for name, v := range ds.deltaVersions[typeURL].all() {
@@ -271,7 +272,7 @@ func (ds *deltaSession) claims(typeURL string, want shard.Subscription) map[stri
 			out[name] = v
 		}
 	}
-	if want.Wildcard {
+	if want.Wildcard && !ds.siteWild {
 		return out
 	}
 	for _, name := range want.Names {

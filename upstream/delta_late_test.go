@@ -128,17 +128,17 @@ func TestDeltaUnsubscribedNamesBounded(t *testing.T) {
 	if ts.unsubscribe(append(unsub, shard.Wildcard), now) {
 		t.Fatalf("%d names overflow, want them kept", maxUnsubscribed)
 	}
-	if name, again := ts.resubscribes(shard.NewSubscription([]string{"n7", "x"}, false), now); !again || name != "n7" {
+	if name, again := ts.resubscribes(shard.NewSubscription([]string{"n7", "x"}, false), false, now); !again || name != "n7" {
 		t.Fatalf("resubscribes = %q, %v; want n7", name, again)
 	}
-	if _, again := ts.resubscribes(shard.Subscription{Wildcard: true, Names: []string{"n7"}}, now); again {
+	if _, again := ts.resubscribes(shard.Subscription{Wildcard: true, Names: []string{"n7"}}, false, now); again {
 		t.Fatal("a wildcard subscription resubscribes, want not: it keeps every name current")
 	}
 	if !ts.unsubscribe([]string{"one-more"}, now) {
 		t.Fatalf("%d names do not overflow, want a restart", maxUnsubscribed+1)
 	}
 	later := now.Add(resubscribeWindow)
-	if _, again := ts.resubscribes(shard.NewSubscription([]string{"n8"}, false), later); again {
+	if _, again := ts.resubscribes(shard.NewSubscription([]string{"n8"}, false), false, later); again {
 		t.Fatal("a name unsubscribed resubscribeWindow ago resubscribes, want it asked on the stream")
 	}
 	if ts.unsubscribe([]string{"late"}, later) || len(ts.unsubscribed) != 1 {

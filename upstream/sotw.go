@@ -20,9 +20,9 @@ import (
 // sotwTypeState is what one SotW stream asked for, and was answered, for a
 // type URL. Owned by the run goroutine.
 type sotwTypeState struct {
-	sub      shard.Subscription
-	explicit bool   // a non-empty resource_names was sent: legacy wildcard is gone
-	nonce    string // the latest nonce received
+	sub   shard.Subscription
+	names shard.SotWNames // the legacy wildcard's rule, as this stream's requests went
+	nonce string          // the latest nonce received
 
 	good     bool   // a response of the type was accepted on this stream
 	rejected string // version of the last NACKed response
@@ -94,7 +94,7 @@ func (ss *sotwSession) syncInterest() error {
 			}
 			ts = &sotwTypeState{}
 			ss.types[typeURL] = ts
-		} else if ts.sub.Equal(ts.asked(want, ss.byWildcard(typeURL))) {
+		} else if ts.sub.Equal(ss.asked(typeURL, ts, want)) {
 			continue
 		}
 		if err := ss.send(typeURL, ts, want, "", nil); err != nil {
@@ -114,8 +114,18 @@ func (ss *sotwSession) syncInterest() error {
 // with the class's data for it, until the stream restarts.
 //
 // byWildcard: names too are asked for as the wildcard (see byWildcard).
-func (ts *sotwTypeState) asked(want shard.Subscription, byWildcard bool) shard.Subscription {
-	if want.Wildcard || (ts.sub.Wildcard && !ts.explicit) || (byWildcard && !want.Empty()) {
+//
+// A site-specific wildcard (Config.SiteWildcard) covers only the control
+// plane's choice of names: the names beside it are asked too, as
+// ["*", names...] (the explicit wildcard, from the type's first request on),
+// and byWildcard does not apply (the configuration refuses
+// upstream.ask: wildcard with it, and a wildcard request is always answered,
+// so the silence fallback never engages).
+func (ss *sotwSession) asked(typeURL string, ts *sotwTypeState, want shard.Subscription) shard.Subscription {
+	if ss.siteWild {
+		return want
+	}
+	if want.Wildcard || (ts.sub.Wildcard && !ts.names.Listed()) || (ss.byWildcard(typeURL) && !want.Empty()) {
 		return shard.Subscription{Wildcard: true}
 	}
 	return want
@@ -140,8 +150,9 @@ func (ss *sotwSession) byWildcard(typeURL string) bool {
 // is not told of a wildcard request meanwhile, so its wildcard shards wait
 // for the new stream's answer.
 func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscription, nonce string, nack *status.Status) error {
-	want = ts.asked(want, ss.byWildcard(typeURL))
-	if want.Wildcard && ts.explicit {
+	want = ss.asked(typeURL, ts, want)
+	names, ok := ts.names.Write(want, ss.siteWild)
+	if !ok {
 		delete(ss.versions, typeURL)
 		return &wildcardRestart{typeURL: typeURL}
 	}
@@ -163,11 +174,8 @@ func (ss *sotwSession) send(typeURL string, ts *sotwTypeState, want shard.Subscr
 		// class suppresses what did not change, so clients see nothing.
 		req.VersionInfo = ""
 	}
-	if !want.Wildcard {
-		req.ResourceNames = want.Names
-	}
-	if len(req.ResourceNames) > 0 {
-		ts.explicit = true
+	req.ResourceNames = names
+	if len(names) > 0 && !want.Wildcard {
 		ss.armSilence(ts)
 	}
 	if ss.first {

@@ -169,16 +169,19 @@ type classStream struct {
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
-	maxMsg  int           // Config.MaxMessageBytes
-	waiting bool          // owned by run: waiting for a connection with room, logged
-	delta   bool          // speak incremental ADS upstream
-	askWild bool          // ask every type as the wildcard (Config.AskWildcard)
-	resync  time.Duration // Config.Resync: a stream's mean life (0: unbounded)
-	metrics Metrics
-	drops   *drop.Counters  // nil-safe
-	gate    *clientlog.Gate // upstream-caused warnings and values (upstreamlog.go)
-	tracer  trace.Tracer
-	avail   *availability // whether the upstream counts as unreachable
+	maxMsg  int  // Config.MaxMessageBytes
+	waiting bool // owned by run: waiting for a connection with room, logged
+	delta   bool // speak incremental ADS upstream
+	askWild bool // ask every type as the wildcard (Config.AskWildcard)
+	// siteWild: the wildcard leaves names out, so names beside it are
+	// asked too (Config.SiteWildcard).
+	siteWild bool
+	resync   time.Duration // Config.Resync: a stream's mean life (0: unbounded)
+	metrics  Metrics
+	drops    *drop.Counters  // nil-safe
+	gate     *clientlog.Gate // upstream-caused warnings and values (upstreamlog.go)
+	tracer   trace.Tracer
+	avail    *availability // whether the upstream counts as unreachable
 
 	// Owned by the run goroutine (and the session it runs).
 	valid *validator

@@ -213,8 +213,12 @@ type UpstreamConfig struct {
 	// subscribe to) or "wildcard" (every resource of the type, names
 	// selected in the relay), for control planes that answer a named
 	// request only when it names all their resources.
-	Ask     string        `yaml:"ask"`
-	Backoff BackoffConfig `yaml:"backoff"`
+	Ask string `yaml:"ask"`
+	// Wildcard is what the control plane's wildcard stands for:
+	// "every_resource" (go-control-plane, istiod) or "site_specific" (a
+	// set of its choosing, names beside it asked too; shard.WildcardScope).
+	Wildcard string        `yaml:"wildcard"`
+	Backoff  BackoffConfig `yaml:"backoff"`
 	// StreamWindow and ConnectionWindow are the upstream connection's
 	// fixed HTTP/2 flow-control windows in bytes (upstream.Config).
 	StreamWindow     int `yaml:"stream_window"`
@@ -407,6 +411,13 @@ func (c *Config) validate() error {
 	}
 	if c.Upstream.Ask != "names" && c.Upstream.Ask != "wildcard" {
 		bad("upstream.ask", "must be names or wildcard, got %q", c.Upstream.Ask)
+	}
+	switch {
+	case c.Upstream.Wildcard != "every_resource" && c.Upstream.Wildcard != "site_specific":
+		bad("upstream.wildcard", "must be every_resource or site_specific, got %q", c.Upstream.Wildcard)
+	case c.Upstream.Wildcard == "site_specific" && c.Upstream.Ask == "wildcard":
+		// Asking the wildcard alone would never ask the names outside it.
+		bad("upstream.wildcard", "site_specific needs upstream.ask: names (a site-specific wildcard does not cover every name)")
 	}
 	for _, w := range []struct {
 		key string

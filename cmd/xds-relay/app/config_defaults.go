@@ -47,6 +47,7 @@ var settings = []setting{
 	{key: "upstream.protocol", def: "sotw"},
 	{key: "upstream.versions", def: "content"},
 	{key: "upstream.ask", def: "names"},
+	{key: "upstream.wildcard", def: "every_resource"},
 	{key: "upstream.backoff.initial", def: upstream.DefaultBackoff.Initial},
 	{key: "upstream.backoff.max", def: upstream.DefaultBackoff.Max},
 	{key: "upstream.stream_window", def: int(upstream.DefaultStreamWindow)},

@@ -161,6 +161,7 @@ func (r *Relay) startSource(st *starting) error {
 			Delta:           cfg.Upstream.Protocol == "delta",
 			PassVersions:    cfg.Upstream.Versions == "upstream",
 			AskWildcard:     cfg.Upstream.Ask == "wildcard",
+			SiteWildcard:    cfg.Upstream.Wildcard == "site_specific",
 			Metrics:         r.tel,
 			Drops:           r.drops,
 			LogGate:         clientlog.NewGate(cfg.Log.UpstreamLinesPerSecond, cfg.Log.MaxFieldBytes),
@@ -245,6 +246,9 @@ func (r *Relay) buildServers(st *starting) error {
 	r.registry.ObserveFanout(r.tel.Fanout)
 	r.registry.SetClassLimits(classLimits(cfg))
 	r.registry.SetStore(r.store) // identical resources of all classes held once
+	if cfg.Upstream.Wildcard == "site_specific" {
+		r.registry.SetWildcardScope(shard.WildcardSiteSpecific)
+	}
 	r.overload = r.startOverload()
 	var admission relay.Admission
 	if r.overload != nil {
