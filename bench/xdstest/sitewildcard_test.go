@@ -9,7 +9,10 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // startSiteWildcard starts a SiteWildcard until the test ends.
@@ -279,4 +282,62 @@ func TestSiteWildcardClose(t *testing.T) {
 	if st := s.Records().Stats; st.Open != 0 {
 		t.Errorf("stats %+v after Close, want none open", st)
 	}
+}
+
+// TestSiteWildcardSotwStaleNonce: a SotW request whose nonce is not the
+// type's latest is not answered, but its subscription is kept: after its
+// names, an empty list is no legacy wildcard any more but nothing. Raw
+// requests: the Client always sends its latest nonce.
+func TestSiteWildcardSotwStaleNonce(t *testing.T) {
+	s := startSiteWildcard(t)
+	mustSet(t, s, false, "w1")
+	mustSet(t, s, true, "od")
+	if err := s.Set(ListenerType, false, Resource(ListenerType, "l1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(s.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w, err := openWire(ctx, conn, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchange := func(what string, req *discoveryv3.DiscoveryRequest, want string) *discoveryv3.DiscoveryResponse {
+		t.Helper()
+		if req != nil {
+			if err := w.send(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := w.recv()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		r := got.(*discoveryv3.DiscoveryResponse)
+		var names []string
+		for _, a := range r.GetResources() {
+			n, err := resourceName(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		if g := Short(r.GetTypeUrl()) + fmt.Sprint(names); g != want {
+			t.Fatalf("%s: got %s, want %s", what, g, want)
+		}
+		return r
+	}
+	first := exchange("first", &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "n"}, TypeUrl: ClusterType}, "C[w1]")
+	if err := w.send(&discoveryv3.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"*", "od"}, ResponseNonce: "stale"}); err != nil {
+		t.Fatal(err)
+	}
+	// The Listener answer comes after the stale request was read: a
+	// Cluster answer to it would come first.
+	exchange("listeners after the stale request", &discoveryv3.DiscoveryRequest{TypeUrl: ListenerType}, "L[l1]")
+	exchange("the ACK, empty", &discoveryv3.DiscoveryRequest{TypeUrl: ClusterType, VersionInfo: first.GetVersionInfo(),
+		ResponseNonce: first.GetNonce()}, "C[]")
 }
