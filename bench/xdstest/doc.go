@@ -20,5 +20,11 @@
 // content is a generation number, so a test can say "cluster c1 at
 // generation 3" and check it decodes to exactly that.
 //
+// SiteWildcard is a scripted ADS server (SotW and delta) whose wildcard set
+// is site-specific, as the spec allows and go-control-plane's caches cannot
+// be: a resource set on demand is outside the wildcard and reaches a stream
+// only by name, so a client may subscribe to "*" and A with A outside it
+// (Envoy's on-demand CDS).
+//
 // It owns no relay code: it is a peer of the relay, used from outside.
 package xdstest
