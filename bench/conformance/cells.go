@@ -22,6 +22,11 @@ func Cells() []Cell {
 		{Name: "file", Upstream: UpFile},
 		{Name: "chain/sotw", Upstream: UpChain},
 		{Name: "chain/delta", Upstream: UpChain, Delta: true},
+		// A control plane whose wildcard leaves names out (Envoy's
+		// on-demand CDS asks them by name beside the wildcard); the relay
+		// set upstream.wildcard: site_specific.
+		{Name: "site/sotw", Upstream: UpSite},
+		{Name: "site/delta", Upstream: UpSite, Delta: true},
 	}
 }
 

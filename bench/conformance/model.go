@@ -13,7 +13,8 @@ import (
 // what every client must hold given its subscription.
 //
 // A client must hold, of each type, exactly the resources its subscription
-// covers (every resource for a wildcard; the named ones otherwise) that
+// covers (every resource for a wildcard, but for the names a site-specific
+// wildcard leaves out; the named ones otherwise) that
 // exist upstream, each at the upstream's current content; for SotW that is
 // its last accepted Listener/Cluster response and the merge of its other
 // responses; for delta, every response applied, removals included
@@ -38,6 +39,7 @@ import (
 //     new version is available"), so a change followed by the deletion
 //     may both fall between two answers, and the class, never sent the
 //     change, keeps the content before it.
+//
 //   - rejected: a client that NACKed a response keeps what it had; the
 //     relay does not re-send a NACKed version, only the next different one
 //     (docs/architecture.md "When a stream is sent something": "NACK ...
@@ -46,6 +48,10 @@ import (
 //     word on it was exactly the model's (the relay offered it); a
 //     lingering RouteConfiguration or ClusterLoadAssignment (staleER) may
 //     linger at the content the client kept when it NACKed a newer one.
+//
+//   - onDemandShared: with a site-specific wildcard, a wildcard client may
+//     hold a name the wildcard leaves out, at its current content, while a
+//     client of its class asks for it by name (see Check).
 //
 // Timing, not state: names that are never answered (a Listener or Cluster
 // that does not exist) hold a shard back for shard.PendingGrace
@@ -64,12 +70,22 @@ type Model struct {
 	// absenceUnknownER: the relay's source is a SotW upstream, so deleted
 	// RouteConfigurations and ClusterLoadAssignments are not known absent.
 	absenceUnknownER bool
+	// onDemand reports the names a site-specific wildcard leaves out (nil:
+	// the wildcard is every resource).
+	onDemand func(t, name string) bool
 }
 
-// NewModel returns the model of an empty upstream.
+// NewModel returns the model of an empty upstream whose wildcard is every
+// resource.
 func NewModel(absenceUnknownER bool) *Model {
+	return NewSiteModel(absenceUnknownER, nil)
+}
+
+// NewSiteModel returns the model of an empty upstream whose wildcard
+// leaves out the names onDemand reports (a site-specific wildcard).
+func NewSiteModel(absenceUnknownER bool, onDemand func(t, name string) bool) *Model {
 	m := &Model{upstream: map[string]map[string]int{}, fresh: map[string]map[string][]int{},
-		recent: map[string]map[string]map[string][]int{}, absenceUnknownER: absenceUnknownER}
+		recent: map[string]map[string]map[string][]int{}, absenceUnknownER: absenceUnknownER, onDemand: onDemand}
 	for _, t := range shortTypes {
 		m.upstream[t], m.fresh[t] = map[string]int{}, map[string][]int{}
 	}
@@ -122,19 +138,37 @@ func (m *Model) Quiet(covers func(class, t, name string) bool) {
 
 // ClientView is what the model needs of a client: its class, how it
 // subscribes, what it holds and what it rejected, by name -> generation
-// (0: absent).
+// (0: absent), and which names a client of its class subscribes to by
+// name (nil: none).
 type ClientView struct {
-	Class    string
-	Delta    bool
-	Sub      xdstest.Sub
-	Held     map[string]int
-	Rejected map[string]int
+	Class        string
+	Delta        bool
+	Sub          xdstest.Sub
+	Held         map[string]int
+	Rejected     map[string]int
+	NamedInClass func(name string) bool
+}
+
+// covers reports whether sub covers name of type t: by name, or by the
+// wildcard when the name is in the wildcard's set.
+func (m *Model) covers(t string, sub xdstest.Sub, name string) bool {
+	if slices.Contains(sub.Names, name) {
+		return true
+	}
+	return sub.Wildcard && (m.onDemand == nil || !m.onDemand(t, name))
 }
 
 // Check returns what is wrong with a client's view of type t (nil: it
 // conforms).
 func (m *Model) Check(t string, v ClientView) []string {
-	covered := func(n string) bool { return v.Sub.Wildcard || slices.Contains(v.Sub.Names, n) }
+	covered := func(n string) bool { return m.covers(t, v.Sub, n) }
+	// onDemandShared: a wildcard client may hold an on-demand name at its
+	// content while a client of its class asks it by name: asked beside the
+	// wildcard before any wildcard answer, the relay cannot tell it from
+	// the wildcard's own (docs/architecture.md, "Site-specific wildcards").
+	onDemandShared := func(n string) bool {
+		return v.Sub.Wildcard && m.onDemand != nil && m.onDemand(t, n) && v.NamedInClass != nil && v.NamedInClass(n)
+	}
 	names := map[string]bool{}
 	for n := range v.Held {
 		names[n] = true
@@ -144,7 +178,9 @@ func (m *Model) Check(t string, v ClientView) []string {
 	}
 	if v.Sub.Wildcard {
 		for n := range m.upstream[t] {
-			names[n] = true
+			if m.covers(t, v.Sub, n) {
+				names[n] = true
+			}
 		}
 	}
 	staleER := !xdstest.FullState(xdstest.Long(t)) && (!v.Delta || m.absenceUnknownER)
@@ -153,6 +189,15 @@ func (m *Model) Check(t string, v ClientView) []string {
 		got, has := v.Held[n]
 		rej, rejected := v.Rejected[n]
 		if !covered(n) {
+			if want, exists := m.upstream[t][n]; has && exists && got == want && onDemandShared(n) {
+				continue
+			}
+			if has && v.Sub.Wildcard && rejected && rej == 0 {
+				// A wildcard client cannot tell a name the wildcard leaves
+				// out: it NACKed the response that left it out, and keeps
+				// what it had (rejected).
+				continue
+			}
 			if has {
 				problems = append(problems, fmt.Sprintf("%s %s: held (gen %d) but not subscribed", t, n, got))
 			}
@@ -191,7 +236,7 @@ func (m *Model) recentGens(class, t, name string) []int {
 func (m *Model) Want(t string, sub xdstest.Sub) string {
 	var parts []string
 	for _, n := range slices.Sorted(maps.Keys(m.upstream[t])) {
-		if sub.Wildcard || slices.Contains(sub.Names, n) {
+		if m.covers(t, sub, n) {
 			parts = append(parts, fmt.Sprintf("%s:%d", n, m.upstream[t][n]))
 		}
 	}

@@ -76,6 +76,9 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 	}
 	defer up.close()
 	model := NewModel(cell.absenceUnknownER())
+	if cell.Upstream == UpSite {
+		model = NewSiteModel(cell.absenceUnknownER(), siteOnDemand)
+	}
 	clients := map[int]*runClient{}
 	defer func() {
 		for _, rc := range clients {
@@ -200,14 +203,28 @@ func coveredBy(clients map[int]*runClient) func(class, t, name string) bool {
 	}
 }
 
+// namedIn reports, for ClientView.NamedInClass, whether a client of class
+// subscribes to name of type t by name.
+func namedIn(clients map[int]*runClient, class, t string) func(name string) bool {
+	return func(name string) bool {
+		for _, rc := range clients {
+			if rc.join.Class == class && slices.Contains(rc.c.Subscription(xdstest.Long(t)).Names, name) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // problems returns what is wrong with a client now ("" if it conforms).
-func problems(model *Model, id int, rc *runClient) string {
+func problems(model *Model, id int, rc *runClient, clients map[int]*runClient) string {
 	var b strings.Builder
 	if err := rc.c.Err(); err != nil {
 		fmt.Fprintf(&b, "  stream ended: %v\n", err)
 	}
 	for _, t := range shortTypes {
 		v, bad := view(rc, t)
+		v.NamedInClass = namedIn(clients, rc.join.Class, t)
 		bad = append(bad, model.Check(t, v)...)
 		if len(bad) == 0 {
 			continue
@@ -238,7 +255,7 @@ func quiet(model *Model, clients map[int]*runClient, wait time.Duration) string 
 	for _, id := range slices.Sorted(maps.Keys(clients)) {
 		rc := clients[id]
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		p := judge(ctx, rc.c, func() string { return problems(model, id, rc) })
+		p := judge(ctx, rc.c, func() string { return problems(model, id, rc, clients) })
 		cancel()
 		if p != "" {
 			report.WriteString(p)

@@ -26,7 +26,15 @@ const (
 	UpLinear      = xdstest.Linear      // go-control-plane linear caches
 	UpFile        = "file"              // the relay's own file source
 	UpChain       = "chain"             // relay -> relay -> go-control-plane snapshot cache
+	// UpSite: a control plane with a site-specific wildcard
+	// (xdstest.SiteWildcard), the relay set upstream.wildcard: site_specific.
+	UpSite = "site"
 )
+
+// siteOnDemand reports the names the UpSite control plane's wildcard leaves
+// out: one Listener and one Cluster of the pool, asked only by name (as
+// Envoy's on-demand CDS asks them).
+func siteOnDemand(t, name string) bool { return t == "L" && name == "l2" || t == "C" && name == "c3" }
 
 // Cell is one upstream of the matrix.
 type Cell struct {
@@ -46,13 +54,15 @@ type Cell struct {
 // the file source.
 func (c Cell) absenceUnknownER() bool { return c.Upstream != UpFile && !c.Delta }
 
-// canRestart: the cell has a control plane to restart.
-func (c Cell) canRestart() bool { return c.Upstream != UpFile }
+// canRestart: the cell has a control plane to restart (the site-specific
+// one keeps its state only in memory: it is not restarted).
+func (c Cell) canRestart() bool { return c.Upstream != UpFile && c.Upstream != UpSite }
 
 // upstream is a running cell: its source of resources and relays.
 type upstream struct {
 	cell   Cell
-	cp     *xdstest.ControlPlane // nil for UpFile
+	cp     *xdstest.ControlPlane // nil for UpFile and UpSite
+	site   *xdstest.SiteWildcard // UpSite only
 	dir    string                // UpFile: the source directory
 	relays []*app.Relay          // the last one serves the clients
 
@@ -137,6 +147,13 @@ func startUpstream(cell Cell, log *zap.Logger, tmp string, resync time.Duration)
 			return nil, err
 		}
 		return u, u.probe.Subscribe(runtimeType, xdstest.Sub{Names: []string{anchorName}})
+	case UpSite:
+		if u.site, err = xdstest.StartSiteWildcard(xdstest.SWOptions{}); err != nil {
+			return nil, err
+		}
+		cfg := relayConfig(u.site.Addr, cell.Delta, "relay", false, resync)
+		cfg.Upstream.Wildcard = "site_specific"
+		return u, u.startRelay(cfg, log.Named("relay"))
 	case UpChain:
 		if u.cp, err = xdstest.StartControlPlane(xdstest.CPOptions{Cache: xdstest.Snapshot}); err != nil {
 			return nil, err
@@ -170,6 +187,9 @@ func (u *upstream) addr() string { return u.relays[len(u.relays)-1].Addr() }
 func (u *upstream) set(t, name string, gen int) error {
 	typeURL := xdstest.Long(t)
 	res := xdstest.Resource(typeURL, name, gen)
+	if u.site != nil {
+		return u.site.Set(typeURL, siteOnDemand(t, name), res)
+	}
 	if u.cp != nil {
 		return u.cp.Set(typeURL, res)
 	}
@@ -193,6 +213,10 @@ func (u *upstream) set(t, name string, gen int) error {
 func fileName(t, name string) string { return fmt.Sprintf("%s-%s.json", t, name) }
 
 func (u *upstream) delete(t, name string) error {
+	if u.site != nil {
+		u.site.Delete(xdstest.Long(t), name)
+		return nil
+	}
 	if u.cp != nil {
 		return u.cp.Delete(xdstest.Long(t), name)
 	}
@@ -263,5 +287,8 @@ func (u *upstream) close() {
 	}
 	if u.cp != nil {
 		u.cp.Stop()
+	}
+	if u.site != nil {
+		u.site.Close()
 	}
 }

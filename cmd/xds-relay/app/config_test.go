@@ -58,6 +58,8 @@ func TestParseConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"max message under 64 KiB", "upstream:\n  address: cp:1\n  max_message_bytes: 1024\n", "upstream.max_message_bytes", 3},
 		{"no upstream connections", "upstream:\n  address: cp:1\n  max_connections: -1\n", "upstream.max_connections", 3},
 		{"bad ask", "upstream:\n  address: cp:1\n  ask: everything\n", "upstream.ask", 3},
+		{"bad wildcard", "upstream:\n  address: cp:1\n  wildcard: some\n", "upstream.wildcard", 3},
+		{"site-specific wildcard asked alone", "upstream:\n  address: cp:1\n  ask: wildcard\n  wildcard: site_specific\n", "upstream.wildcard", 4},
 		{"negative linger", "node_classes:\n  linger: -1s\n", "node_classes.linger", 2},
 		{"negative max classes", "limits:\n  max_classes: -1\n", "limits.max_classes", 2},
 		{"fallback under its old name", "upstream:\n  address: cp:1\n  addresses: [cp2:1, nowhere]\n", "upstream.addresses[1]", 3},
