@@ -237,6 +237,13 @@ func (p pendingNames) answerCame() []string {
 	return out
 }
 
+// awaited reports whether name waits for the answer to a request that
+// asked for it.
+func (p pendingNames) awaited(name string) bool {
+	pn, ok := p[name]
+	return ok && pn.state != wanted
+}
+
 // asked reports whether a name waits for the answer to a request that
 // asked for it.
 func (p pendingNames) asked() bool {

@@ -40,11 +40,14 @@ func (t *table) siteWildcard() bool { return t.up.scope == WildcardSiteSpecific 
 // wildcard asked. One subscription cannot tell which part of it an answer's
 // resource is for, so the table infers it:
 //   - a resource the upstream was not asked by name is the wildcard's;
-//   - a resource asked by name, newly held after the wildcard was answered,
-//     is on demand: the wildcard's answer did not carry it;
-//   - otherwise (held already, or the wildcard's first answer not in) it
-//     keeps what it was, the wildcard's if nothing is known: serving a
-//     wildcard client one resource too many is safer than one too few.
+//   - a resource newly held in answer to the request that asked it by name
+//     (it was pending), after the wildcard was answered, is on demand: the
+//     wildcard's answer did not carry it, though it existed;
+//   - otherwise it keeps what it was, the wildcard's if nothing is known
+//     (held already; the wildcard's first answer not in; or created after
+//     its name was answered absent, which the wildcard would have brought
+//     as well): serving a wildcard client one resource too many is safer
+//     than one too few.
 //
 // A name asked by name that the control plane moves into or out of its
 // wildcard set meanwhile is not seen to move (its answers are the same):
@@ -57,7 +60,7 @@ func (t *table) classifyOnDemand(r *Resource, wasHeld, wildcardAnswered bool) {
 	switch {
 	case !named:
 		delete(t.onDemand, r.Name)
-	case !wasHeld && wildcardAnswered:
+	case !wasHeld && wildcardAnswered && t.pending.awaited(r.Name):
 		if t.onDemand == nil {
 			t.onDemand = map[string]struct{}{}
 		}

@@ -123,3 +123,19 @@ func TestEveryResourceWildcardAnswersNames(t *testing.T) {
 		t.Fatalf("[* od] = %+v, want [a] with od known absent", r)
 	}
 }
+
+// A name asked beside the wildcard that does not exist, created later, is
+// pushed once for both: the wildcard would have brought it too, so it is
+// taken as the wildcard's (never one too few for a wildcard client).
+func TestSiteWildcardNameCreatedLaterIsTheWildcards(t *testing.T) {
+	c := newSiteWildcardClass(t)
+	w := &recorder{}
+	wild := c.Subscribe(ClusterType, NewSubscription(nil, true), w)
+	c.Subscribe(ClusterType, NewSubscription([]string{"*", "later"}, false), w)
+	c.Requested(ClusterType, c.Interest(ClusterType), false)
+	c.Apply(ClusterType, []*Resource{res("a", "1")}, true) // later does not exist
+	c.Apply(ClusterType, []*Resource{res("a", "1"), res("later", "1")}, true)
+	if got := namesOf(wild.Current()); !slices.Equal(got, []string{"a", "later"}) {
+		t.Fatalf("[*] = %v, want [a later]: a Cluster created after its name was answered absent is the wildcard's", got)
+	}
+}

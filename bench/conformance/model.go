@@ -50,8 +50,8 @@ import (
 //     linger at the content the client kept when it NACKed a newer one.
 //
 //   - onDemandShared: with a site-specific wildcard, a wildcard client may
-//     hold a name the wildcard leaves out, at its current content, while a
-//     client of its class asks for it by name (see Check).
+//     hold a name the wildcard leaves out, at its current content, once a
+//     client of its class asked for it by name (see Check).
 //
 // Timing, not state: names that are never answered (a Listener or Cluster
 // that does not exist) hold a shard back for shard.PendingGrace
@@ -73,6 +73,22 @@ type Model struct {
 	// onDemand reports the names a site-specific wildcard leaves out (nil:
 	// the wildcard is every resource).
 	onDemand func(t, name string) bool
+	// named: class -> short type -> the names a client of the class ever
+	// asked for by name (Asked).
+	named map[string]map[string]map[string]bool
+}
+
+// Asked records that a client of class asked for names of type t by name.
+func (m *Model) Asked(class, t string, names []string) {
+	if m.named[class] == nil {
+		m.named[class] = map[string]map[string]bool{}
+	}
+	if m.named[class][t] == nil {
+		m.named[class][t] = map[string]bool{}
+	}
+	for _, n := range names {
+		m.named[class][t][n] = true
+	}
 }
 
 // NewModel returns the model of an empty upstream whose wildcard is every
@@ -85,7 +101,8 @@ func NewModel(absenceUnknownER bool) *Model {
 // leaves out the names onDemand reports (a site-specific wildcard).
 func NewSiteModel(absenceUnknownER bool, onDemand func(t, name string) bool) *Model {
 	m := &Model{upstream: map[string]map[string]int{}, fresh: map[string]map[string][]int{},
-		recent: map[string]map[string]map[string][]int{}, absenceUnknownER: absenceUnknownER, onDemand: onDemand}
+		recent: map[string]map[string]map[string][]int{}, absenceUnknownER: absenceUnknownER, onDemand: onDemand,
+		named: map[string]map[string]map[string]bool{}}
 	for _, t := range shortTypes {
 		m.upstream[t], m.fresh[t] = map[string]int{}, map[string][]int{}
 	}
@@ -138,15 +155,13 @@ func (m *Model) Quiet(covers func(class, t, name string) bool) {
 
 // ClientView is what the model needs of a client: its class, how it
 // subscribes, what it holds and what it rejected, by name -> generation
-// (0: absent), and which names a client of its class subscribes to by
-// name (nil: none).
+// (0: absent).
 type ClientView struct {
-	Class        string
-	Delta        bool
-	Sub          xdstest.Sub
-	Held         map[string]int
-	Rejected     map[string]int
-	NamedInClass func(name string) bool
+	Class    string
+	Delta    bool
+	Sub      xdstest.Sub
+	Held     map[string]int
+	Rejected map[string]int
 }
 
 // covers reports whether sub covers name of type t: by name, or by the
@@ -163,11 +178,12 @@ func (m *Model) covers(t string, sub xdstest.Sub, name string) bool {
 func (m *Model) Check(t string, v ClientView) []string {
 	covered := func(n string) bool { return m.covers(t, v.Sub, n) }
 	// onDemandShared: a wildcard client may hold an on-demand name at its
-	// content while a client of its class asks it by name: asked beside the
-	// wildcard before any wildcard answer, the relay cannot tell it from
-	// the wildcard's own (docs/architecture.md, "Site-specific wildcards").
+	// content once a client of its class asked it by name: held before the
+	// wildcard's answer, the relay cannot tell it from the wildcard's own
+	// (docs/architecture.md, "Site-specific wildcards"), and a name asked by
+	// a client that left stays asked while its shard lingers.
 	onDemandShared := func(n string) bool {
-		return v.Sub.Wildcard && m.onDemand != nil && m.onDemand(t, n) && v.NamedInClass != nil && v.NamedInClass(n)
+		return v.Sub.Wildcard && m.onDemand != nil && m.onDemand(t, n) && m.named[v.Class][t][n]
 	}
 	names := map[string]bool{}
 	for n := range v.Held {

@@ -138,31 +138,35 @@ func TestModelSiteWildcard(t *testing.T) {
 	m.Set("C", "c3", 2) // on demand
 	wild := xdstest.Sub{Wildcard: true}
 	both := xdstest.Sub{Wildcard: true, Names: []string{"c3"}}
-	nobody := func(string) bool { return false }
-	somebody := func(n string) bool { return n == "c3" }
 	for _, tc := range []struct {
 		name  string
 		sub   xdstest.Sub
 		held  map[string]int
-		named func(string) bool
+		named bool // a client of the class asked c3 by name
 		ok    bool
 	}{
-		{"wildcard, its set", wild, map[string]int{"c1": 1}, nobody, true},
-		{"wildcard, an on-demand name nobody asks", wild, map[string]int{"c1": 1, "c3": 2}, nobody, false},
-		{"wildcard, an on-demand name a client asks", wild, map[string]int{"c1": 1, "c3": 2}, somebody, true},
-		{"wildcard, an on-demand name at an old content", wild, map[string]int{"c1": 1, "c3": 1}, somebody, false},
-		{"wildcard, lacking its set", wild, map[string]int{}, nobody, false},
-		{"wildcard and the name", both, map[string]int{"c1": 1, "c3": 2}, somebody, true},
-		{"wildcard and the name, lacking it", both, map[string]int{"c1": 1}, somebody, false},
+		{"wildcard, its set", wild, map[string]int{"c1": 1}, false, true},
+		{"wildcard, an on-demand name nobody asks", wild, map[string]int{"c1": 1, "c3": 2}, false, false},
+		{"wildcard, an on-demand name a client asks", wild, map[string]int{"c1": 1, "c3": 2}, true, true},
+		{"wildcard, an on-demand name at an old content", wild, map[string]int{"c1": 1, "c3": 1}, true, false},
+		{"wildcard, lacking its set", wild, map[string]int{}, false, false},
+		{"wildcard and the name", both, map[string]int{"c1": 1, "c3": 2}, true, true},
+		{"wildcard and the name, lacking it", both, map[string]int{"c1": 1}, true, false},
 	} {
-		v := ClientView{Class: "a", Sub: tc.sub, Held: tc.held, NamedInClass: tc.named}
+		m := NewSiteModel(false, siteOnDemand)
+		m.Set("C", "c1", 1)
+		m.Set("C", "c3", 2)
+		if tc.named {
+			m.Asked("a", "C", []string{"c3"})
+		}
+		v := ClientView{Class: "a", Sub: tc.sub, Held: tc.held}
 		if got := m.Check("C", v); (len(got) == 0) != tc.ok {
 			t.Errorf("%s: problems %q, want ok %v", tc.name, got, tc.ok)
 		}
 	}
 	// A wildcard client that NACKed the state leaving an on-demand name out
 	// keeps it (rejected).
-	nacked := ClientView{Class: "a", Sub: wild, Held: map[string]int{"c1": 1, "c3": 2}, Rejected: map[string]int{"c3": 0}, NamedInClass: nobody}
+	nacked := ClientView{Class: "a", Sub: wild, Held: map[string]int{"c1": 1, "c3": 2}, Rejected: map[string]int{"c3": 0}}
 	if got := m.Check("C", nacked); len(got) != 0 {
 		t.Errorf("NACKed the state without c3: problems %q", got)
 	}

@@ -108,6 +108,7 @@ func Run(cell Cell, s Schedule, o RunOptions) error {
 			if rc == nil {
 				continue
 			}
+			model.Asked(rc.join.Class, st.Type, st.Sub.Names)
 			if err := rc.c.Subscribe(xdstest.Long(st.Type), st.Sub.sub()); err != nil && rc.c.Err() == nil && !errors.Is(err, xdstest.ErrNothingFirst) {
 				return &Divergence{Step: i, Report: fmt.Sprintf("c%d: %s: %v", st.Client, st, err)}
 			}
@@ -203,28 +204,14 @@ func coveredBy(clients map[int]*runClient) func(class, t, name string) bool {
 	}
 }
 
-// namedIn reports, for ClientView.NamedInClass, whether a client of class
-// subscribes to name of type t by name.
-func namedIn(clients map[int]*runClient, class, t string) func(name string) bool {
-	return func(name string) bool {
-		for _, rc := range clients {
-			if rc.join.Class == class && slices.Contains(rc.c.Subscription(xdstest.Long(t)).Names, name) {
-				return true
-			}
-		}
-		return false
-	}
-}
-
 // problems returns what is wrong with a client now ("" if it conforms).
-func problems(model *Model, id int, rc *runClient, clients map[int]*runClient) string {
+func problems(model *Model, id int, rc *runClient) string {
 	var b strings.Builder
 	if err := rc.c.Err(); err != nil {
 		fmt.Fprintf(&b, "  stream ended: %v\n", err)
 	}
 	for _, t := range shortTypes {
 		v, bad := view(rc, t)
-		v.NamedInClass = namedIn(clients, rc.join.Class, t)
 		bad = append(bad, model.Check(t, v)...)
 		if len(bad) == 0 {
 			continue
@@ -255,7 +242,7 @@ func quiet(model *Model, clients map[int]*runClient, wait time.Duration) string 
 	for _, id := range slices.Sorted(maps.Keys(clients)) {
 		rc := clients[id]
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		p := judge(ctx, rc.c, func() string { return problems(model, id, rc, clients) })
+		p := judge(ctx, rc.c, func() string { return problems(model, id, rc) })
 		cancel()
 		if p != "" {
 			report.WriteString(p)

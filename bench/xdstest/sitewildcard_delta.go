@@ -31,6 +31,10 @@ type swDeltaType struct {
 	// holds: sent if covered, else removed (just subscribed, or
 	// unsubscribed beside the wildcard, spec "Unsubscribing from Resources").
 	force map[string]bool
+	// answerWildcard: the wildcard was newly subscribed; the next flush
+	// answers it even with nothing new, so the client knows the state it
+	// holds is the wildcard's whole set (as xds-relay and istiod do).
+	answerWildcard bool
 }
 
 var _ swProtocol[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse] = (*swDelta)(nil)
@@ -44,10 +48,12 @@ func (p *swDelta) request(r *discoveryv3.DeltaDiscoveryRequest) {
 		p.types[r.GetTypeUrl()] = t
 		// The legacy wildcard: the first request says nothing.
 		t.wildcard = len(r.GetResourceNamesSubscribe()) == 0 && len(r.GetResourceNamesUnsubscribe()) == 0
+		t.answerWildcard = t.wildcard
 		maps.Copy(t.sent, r.GetInitialResourceVersions())
 	}
 	for _, n := range r.GetResourceNamesSubscribe() {
 		if n == "*" {
+			t.answerWildcard = t.answerWildcard || !t.wildcard
 			t.wildcard = true
 			continue
 		}
@@ -123,7 +129,9 @@ func (p *swDelta) flush() []*discoveryv3.DeltaDiscoveryResponse {
 			}
 		}
 		clear(t.force)
-		if len(res) == 0 && len(removed) == 0 {
+		answer := t.answerWildcard
+		t.answerWildcard = false
+		if len(res) == 0 && len(removed) == 0 && !answer {
 			continue
 		}
 		p.nonce++
