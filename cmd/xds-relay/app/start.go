@@ -184,6 +184,7 @@ func (r *Relay) startSource(st *starting) error {
 			Affinity:         cfg.Upstream.Affinity == "class",
 			Members:          cfg.Upstream.Members,
 			ResolveInterval:  cfg.Upstream.ResolveInterval,
+			LookupHost:       r.lookupHost,
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)
