@@ -126,7 +126,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.reconnects, "xds_relay_upstream_reconnects", "Upstream stream failures followed by a retry, by class."},
 		{&t.connFailures, "xds_relay_upstream_connection_failures", "Upstream class streams that could not be opened because no upstream connection could be made or was ready (also in xds_relay_upstream_reconnects), by class."},
 		{&t.upstreamResps, "xds_relay_upstream_responses", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
-		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
+		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe, resync, move."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
 		{&t.streamWaits, "xds_relay_upstream_stream_waits", "Upstream class streams that found every upstream connection carrying the streams its peer allows, with upstream.max_connections open, and waited, by class."},
 		{&t.loadReceived, "xds_relay_load_reports_received", "Load reports from clients (LoadReportingService) merged into their class's window, by class."},
