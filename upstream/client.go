@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -106,6 +108,22 @@ type Config struct {
 	// relay has nothing for are then told UNAVAILABLE (availability.go).
 	// Zero: never marked.
 	UnavailableAfter time.Duration
+	// Affinity sends each class to one member of a tier of upstreams
+	// (upstream.affinity: class): the live member rendezvous hashing picks
+	// for the class's name, so every relay in front of the tier sends a
+	// class to the same member (members.go). Fallbacks are not used with
+	// it. Off: every class goes to Address (and its fallbacks).
+	Affinity bool
+	// Members are the tier's HOST:PORTs (upstream.members). Empty with
+	// Affinity: every address Address's host resolves to, with Address's
+	// port, re-resolved every ResolveInterval (resolve.go).
+	Members []string
+	// ResolveInterval is how often Address is resolved again for its
+	// members. Zero means DefaultResolveInterval.
+	ResolveInterval time.Duration
+	// LookupHost resolves a host name to its addresses (A and AAAA); nil
+	// means net.DefaultResolver's.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
 	// DialOptions are added to the defaults (Creds, keepalive). A
 	// grpc.WithTransportCredentials among them replaces Creds, and with
 	// them the reading of the peer's stream limit: each connection then
@@ -117,15 +135,17 @@ type Config struct {
 // classes' streams need, pool.go) and one ADS stream per attached class.
 type Client struct {
 	// Read-only after creation.
-	cfg    Config
-	self   relaySelf // the relay's own host name and IP, for default node ids
-	pool   *connPool
-	log    *zap.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
+	cfg     Config
+	self    relaySelf  // the relay's own host name and IP, for default node ids
+	members *memberSet // the upstreams classes go to
+	pool    *connPool  // without affinity, the one member's pool (else nil)
+	log     *zap.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
 
-	// wg counts the class streams' run goroutines, which the client owns:
-	// Add under mu while !closed; Close waits.
+	// wg counts the class streams' run goroutines and the resolver's,
+	// which the client owns: Add under mu while !closed (the resolver's in
+	// New); Close waits.
 	wg sync.WaitGroup
 
 	// Guarded by mu.
@@ -194,6 +214,12 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
+	if cfg.ResolveInterval <= 0 {
+		cfg.ResolveInterval = DefaultResolveInterval
+	}
+	if cfg.LookupHost == nil {
+		cfg.LookupHost = net.DefaultResolver.LookupHost
+	}
 	creds := cfg.Creds
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -215,31 +241,63 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	}, cfg.DialOptions...)
 	// Each connection has its own credentials (to learn its peer's stream
 	// limit) and resolver (a manual resolver serves one connection).
-	dial := func(limit *streamLimit) (*grpc.ClientConn, error) {
-		o := append([]grpc.DialOption{grpc.WithTransportCredentials(sniffCreds{TransportCredentials: creds, limit: limit})}, opts...)
-		return dialUpstream(cfg, o)
+	dialer := func(addr string, fallbacks []string, more ...grpc.DialOption) func(*streamLimit) (*grpc.ClientConn, error) {
+		return func(limit *streamLimit) (*grpc.ClientConn, error) {
+			o := append([]grpc.DialOption{grpc.WithTransportCredentials(sniffCreds{TransportCredentials: creds, limit: limit})}, opts...)
+			return dialUpstream(addr, fallbacks, append(o, more...))
+		}
 	}
-	// The first connection is made now, so a bad target fails New.
-	pool := newConnPool(cfg.MaxConnections, dial)
-	if _, err := pool.acquire(context.Background(), func() {}); err != nil {
-		return nil, err
-	}
-	pool.releaseFirst()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{cfg: cfg, self: lookupSelf(), pool: pool, log: log, ctx: ctx, cancel: cancel, streams: map[*shard.Class]*attachment{}}, nil
+	c := &Client{cfg: cfg, self: lookupSelf(), log: log, ctx: ctx, cancel: cancel, streams: map[*shard.Class]*attachment{}}
+	if !cfg.Affinity {
+		// The first connection is made now, so a bad target fails New.
+		c.pool = newConnPool(cfg.MaxConnections, dialer(cfg.Address, cfg.Fallbacks))
+		if err := c.pool.open(); err != nil {
+			cancel()
+			return nil, err
+		}
+		c.members = fixedMembers(cfg.Address, c.pool)
+		return c, nil
+	}
+	var more []grpc.DialOption
+	if len(cfg.Members) == 0 {
+		// A resolved member is an IP: its certificate is verified against
+		// the tier's name, as a connection to Address would be.
+		more = append(more, grpc.WithAuthority(cfg.Address))
+	}
+	c.members = affinityMembers(func(addr string, onFirst func(*grpc.ClientConn, connectivity.State)) *connPool {
+		p := newConnPool(cfg.MaxConnections, dialer(addr, nil, more...))
+		p.onFirst = onFirst
+		return p
+	})
+	if len(cfg.Members) > 0 {
+		if err := c.members.set(cfg.Members); err != nil {
+			cancel()
+			_ = c.members.close()
+			return nil, err
+		}
+		return c, nil
+	}
+	c.resolveMembers() // a name that does not resolve yet leaves the set empty: classes wait
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.runResolver()
+	}()
+	return c, nil
 }
 
-// dialUpstream makes one connection to the control plane (and its
+// dialUpstream makes one connection to the control plane at addr (and its
 // fallbacks).
-func dialUpstream(cfg Config, opts []grpc.DialOption) (*grpc.ClientConn, error) {
-	target := cfg.Address
-	if len(cfg.Fallbacks) > 0 {
+func dialUpstream(addr string, fallbacks []string, opts []grpc.DialOption) (*grpc.ClientConn, error) {
+	target := addr
+	if len(fallbacks) > 0 {
 		// One connection over an ordered address list: pick_first (gRPC's
 		// default policy) connects to the first that answers, and on its
 		// failure tries them again in order.
 		r := manual.NewBuilderWithScheme("xds-relay-upstream")
 		state := resolver.State{}
-		for _, a := range append([]string{cfg.Address}, cfg.Fallbacks...) {
+		for _, a := range append([]string{addr}, fallbacks...) {
 			// Each control plane's certificate is verified against its own
 			// name, not the list's target.
 			state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: a})
@@ -257,7 +315,7 @@ func (c *Client) Attach(class *shard.Class) func(typeURL string) {
 	node := c.classNode(class)
 	s := &classStream{
 		class:    class,
-		pool:     c.pool,
+		members:  c.members,
 		node:     node,
 		log:      c.log.With(zap.String("class", class.Name)),
 		wake:     dedup.NewSignal(),
@@ -337,5 +395,24 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	return c.pool.close()
+	return c.members.close()
+}
+
+// Members is the affinity tier's members, with the classes on each (nil
+// without upstream.affinity: class).
+func (c *Client) Members() []MemberStatus {
+	out := c.members.status()
+	if out == nil {
+		return nil
+	}
+	on := map[string]int{}
+	for _, s := range c.Status() {
+		if s.Member != "" && s.State != StateStopped {
+			on[s.Member]++
+		}
+	}
+	for i := range out {
+		out[i].Classes = on[out[i].Address]
+	}
+	return out
 }

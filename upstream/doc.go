@@ -16,6 +16,14 @@
 // the downstream side uses to turn away the clients it has nothing for
 // (availability.go).
 //
+// With class affinity (Config.Affinity) the upstream is a tier of members,
+// listed or resolved from the address (resolve.go), each with its own
+// connection pool: a class's stream goes to the live member rendezvous
+// hashing picks for its name (package upstream/rendezvous), so every relay
+// in front of the tier sends a class to the same member. A member whose
+// connection fails leaves the live set until it is ready again, and a class
+// whose pick changes moves its stream (members.go, move.go).
+//
 // Responses are received undecoded, into pooled buffers (wire.Pooled), and
 // resources stay the bytes the control plane sent: nothing is re-marshaled,
 // and what a class keeps is copied out before the buffer is reused.

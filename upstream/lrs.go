@@ -182,12 +182,18 @@ func (ls *loadStream) session(ctx context.Context) (answered bool, err error) {
 	// Until the stream is open, stop ends it at once (a control plane that
 	// is down must not hold stop); once open, stop sends the last report.
 	disarm := context.AfterFunc(ls.stopping, scancel)
-	pc, err := ls.c.pool.acquire(sctx, func() {})
+	// With affinity, to the member the class's ADS stream goes to.
+	m := ls.c.members.pick(ls.class.Name)
+	if m == nil {
+		disarm()
+		return false, errNoMember
+	}
+	pc, err := m.pool.acquire(sctx, func() {})
 	if err != nil {
 		disarm()
 		return false, fmt.Errorf("get a connection: %w", err)
 	}
-	defer ls.c.pool.release(pc)
+	defer m.pool.release(pc)
 	st, err := pc.cc.NewStream(sctx, &lrsv3.LoadReportingService_ServiceDesc.Streams[0], lrsMethod, grpc.WaitForReady(true))
 	if err == nil {
 		err = st.SendMsg(&lrsv3.LoadStatsRequest{Node: ls.node})

@@ -29,6 +29,9 @@ type Metrics interface {
 	// because no upstream connection could be made or was ready (also
 	// counted by Reconnecting).
 	ConnectionFailed(class string)
+	// Moved counts a class stream opened on another member of its
+	// affinity tier than its last (upstream.affinity: class).
+	Moved(class string)
 }
 
 // NopMetrics discards every event.
@@ -44,3 +47,4 @@ func (NopMetrics) NamesIgnored(string, string)     {}
 func (NopMetrics) WaitingForStream(string)         {}
 func (NopMetrics) LoadReportSent(string)           {}
 func (NopMetrics) ConnectionFailed(string)         {}
+func (NopMetrics) Moved(string)                    {}

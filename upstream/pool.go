@@ -27,6 +27,10 @@ var errPoolClosed = errors.New("upstream: client closed")
 type connPool struct {
 	dial func(*streamLimit) (*grpc.ClientConn, error) // read-only
 	max  int                                          // read-only
+	// onFirst, if set, is told every state of the first connection (which
+	// stays open), by its watcher: an affinity member's health
+	// (members.go). Read-only after creation.
+	onFirst func(*grpc.ClientConn, connectivity.State)
 
 	mu      sync.Mutex
 	conns   []*pooledConn
@@ -86,14 +90,22 @@ func (r *readySignal) set(ready bool) {
 	r.ready = ready
 }
 
-// watchReady keeps pc.ready up to date until the connection is closed
-// (mu held: it counts the watcher).
+// watchReady keeps pc.ready up to date until the connection is closed,
+// and tells onFirst the first connection's states (mu held: it counts the
+// watcher).
 func (p *connPool) watchReadyLocked(pc *pooledConn) {
 	p.watchers.Add(1)
+	tell := p.onFirst
+	if len(p.conns) != 1 || p.conns[0] != pc {
+		tell = nil
+	}
 	go func() {
 		defer p.watchers.Done()
 		for state := pc.cc.GetState(); ; state = pc.cc.GetState() {
 			pc.ready.set(state == connectivity.Ready)
+			if tell != nil {
+				tell(pc.cc, state)
+			}
 			if state == connectivity.Shutdown || !pc.cc.WaitForStateChange(context.Background(), state) {
 				return
 			}
@@ -193,12 +205,40 @@ func (p *connPool) release(pc *pooledConn) {
 	}
 }
 
-// releaseFirst gives back the stream New took to make the first
-// connection, which stays open.
-func (p *connPool) releaseFirst() {
+// open makes the first connection, which stays open, now: a bad target
+// fails it.
+func (p *connPool) open() error {
+	if _, err := p.acquire(context.Background(), func() {}); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	p.conns[0].streams--
 	p.mu.Unlock()
+	return nil
+}
+
+// firstReady is the first connection's readiness (readySignal.get).
+func (p *connPool) firstReady() (<-chan struct{}, bool) {
+	p.mu.Lock()
+	if len(p.conns) == 0 {
+		p.mu.Unlock()
+		return nil, false
+	}
+	pc := p.conns[0]
+	p.mu.Unlock()
+	return pc.ready.get()
+}
+
+// busy reports whether a stream holds a connection.
+func (p *connPool) busy() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range p.conns {
+		if pc.streams > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // connections is how many connections are open.

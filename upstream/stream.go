@@ -81,6 +81,12 @@ type ClassStreamStatus struct {
 	// streams that could not be opened: no connection could be made, or
 	// it was not ready.
 	ConnectionFailures int `json:"connection_failures"`
+	// Member is the upstream member the class's stream is on, or was on
+	// last (upstream.affinity: class; empty without it).
+	Member string `json:"member,omitempty"`
+	// Moves counts the streams opened on another member than the one
+	// before: a chosen move (RestartMove) or after the member failed.
+	Moves int `json:"moves,omitempty"`
 	// UnavailableSince, while set, is since when the upstream is
 	// unreachable past Config.UnavailableAfter: the clients the class has
 	// nothing for are told UNAVAILABLE (availability.go).
@@ -108,6 +114,9 @@ const (
 	RestartResubscribe
 	// RestartResync: the stream lived its resync interval (resync.go).
 	RestartResync
+	// RestartMove: the member set sends the class to another member
+	// (upstream.affinity: class, move.go).
+	RestartMove
 )
 
 func (r RestartReason) String() string {
@@ -122,6 +131,8 @@ func (r RestartReason) String() string {
 		return "resubscribe"
 	case RestartResync:
 		return "resync"
+	case RestartMove:
+		return "move"
 	}
 	return "unknown"
 }
@@ -133,6 +144,7 @@ type RestartCounts struct {
 	NamesIgnored int `json:"names_ignored"`
 	Resubscribe  int `json:"resubscribe"`
 	Resync       int `json:"resync"`
+	Move         int `json:"move"`
 }
 
 // add counts one restart for r.
@@ -148,12 +160,14 @@ func (c *RestartCounts) add(r RestartReason) {
 		c.Resubscribe++
 	case RestartResync:
 		c.Resync++
+	case RestartMove:
+		c.Move++
 	}
 }
 
 // Total is every chosen restart.
 func (c RestartCounts) Total() int {
-	return c.Wildcard + c.Claim + c.NamesIgnored + c.Resubscribe + c.Resync
+	return c.Wildcard + c.Claim + c.NamesIgnored + c.Resubscribe + c.Resync + c.Move
 }
 
 // classStream is the upstream ADS stream of one class, run by one goroutine
@@ -164,15 +178,16 @@ func (c RestartCounts) Total() int {
 type classStream struct {
 	// Read-only after creation.
 	class   *shard.Class
-	pool    *connPool
+	members *memberSet // the upstreams the class may go to (members.go)
 	node    *corev3.Node
 	log     *zap.Logger
 	wake    dedup.Signal // the class's interest changed
 	bo      Backoff
-	maxMsg  int  // Config.MaxMessageBytes
-	waiting bool // owned by run: waiting for a connection with room, logged
-	delta   bool // speak incremental ADS upstream
-	askWild bool // ask every type as the wildcard (Config.AskWildcard)
+	maxMsg  int     // Config.MaxMessageBytes
+	waiting bool    // owned by run: waiting for a connection with room, logged
+	on      *member // owned by run: the member of the session, or of the last
+	delta   bool    // speak incremental ADS upstream
+	askWild bool    // ask every type as the wildcard (Config.AskWildcard)
 	// siteWild: the wildcard leaves names out, so names beside it are
 	// asked too (Config.SiteWildcard).
 	siteWild bool
@@ -269,6 +284,7 @@ func (s *classStream) run(ctx context.Context) {
 		var resub *resubscribeRestart
 		var restart *wildcardRestart
 		var resync resyncRestart
+		var move *moveRestart
 		var reason RestartReason
 		chosen := true
 		switch {
@@ -292,6 +308,10 @@ func (s *classStream) run(ctx context.Context) {
 			s.log.Info("restarting the upstream stream to subscribe to a wildcard after explicit names",
 				zap.String("type_url", restart.typeURL))
 			reason = RestartWildcard
+		case errors.As(err, &move):
+			s.log.Info("moving the upstream stream to the member the class now goes to",
+				zap.String("from", move.from), zap.String("to", move.to))
+			reason = RestartMove
 		case errors.As(err, &resync):
 			// Periodic: counted, logged at debug only.
 			s.log.Debug("restarting the upstream stream to resync", zap.Duration("interval", s.resync))
@@ -428,11 +448,17 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 			healthy = true
 		}
 	}()
-	pc, err := s.pool.acquire(ctx, s.waitingForStream)
+	m := s.members.pick(s.class.Name)
+	if m == nil {
+		// Its backoff ends early when the member set changes.
+		return false, &connectFailure{err: errNoMember, ready: s.members.watch()}
+	}
+	s.onMember(m)
+	pc, err := m.pool.acquire(ctx, s.waitingForStream)
 	if err != nil {
 		return false, &connectFailure{err: fmt.Errorf("get a connection: %w", err)}
 	}
-	defer s.pool.release(pc) // after the stream ended (below)
+	defer m.pool.release(pc) // after the stream ended (below)
 	if s.waiting {
 		s.waiting = false
 		s.avail.slotFound()
@@ -505,11 +531,23 @@ func (s *classStream) runSession(ctx context.Context) (healthy bool, err error) 
 	// The stream is open on a ready connection and subscribed.
 	s.setStatus(func(st *ClassStreamStatus) { st.State, st.LastError = StateConnected, "" })
 	s.avail.connected()
+	mv := newMover(s, m, s.bo.Max)
+	defer mv.stop()
 	answered := false
 	for {
 		select {
 		case <-ctx.Done():
 			return healthy, ctx.Err()
+		case <-mv.watch:
+			mv.changed()
+		case <-mv.due:
+			if move := mv.fire(); move != nil {
+				return healthy, move
+			}
+		case <-mv.ready:
+			if move := mv.readied(); move != nil {
+				return healthy, move
+			}
 		case <-s.wake.C():
 			if err := sess.syncInterest(); err != nil {
 				return healthy, err
@@ -572,6 +610,25 @@ func (s *classStream) waitingForStream() {
 		s.waiting = true
 		s.metrics.WaitingForStream(s.class.Name)
 		s.log.Warn("upstream stream waits: every upstream connection carries the streams its peer allows, and no more connections may be opened",
-			zap.Int("connections", s.pool.connections()), zap.String("key", "upstream.max_connections"))
+			zap.Int("connections", s.on.pool.connections()), zap.String("key", "upstream.max_connections"))
 	}
+}
+
+// onMember records that the session about to open goes to m: shown in the
+// status, and counted as a move when the last session went elsewhere.
+func (s *classStream) onMember(m *member) {
+	moved := s.on != nil && s.on.addr != m.addr && s.members.affinity
+	s.on = m
+	if moved {
+		s.metrics.Moved(s.class.Name)
+	}
+	if !s.members.affinity {
+		return
+	}
+	s.setStatus(func(st *ClassStreamStatus) {
+		st.Member = m.addr
+		if moved {
+			st.Moves++
+		}
+	})
 }

@@ -74,7 +74,11 @@ func (r *Relay) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/upstream", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
 		case r.upstream != nil:
-			writeJSON(w, map[string]any{"mode": "ads", "protocol": r.cfg.Upstream.Protocol, "address": r.cfg.Upstream.Address, "streams": r.upstream.Status()})
+			out := map[string]any{"mode": "ads", "protocol": r.cfg.Upstream.Protocol, "address": r.cfg.Upstream.Address, "streams": r.upstream.Status()}
+			if r.cfg.Upstream.Affinity == "class" {
+				out["affinity"], out["members"] = "class", r.upstream.Members()
+			}
+			writeJSON(w, out)
 		default:
 			writeJSON(w, map[string]any{"mode": "files", "source": r.files.Status()})
 		}

@@ -240,6 +240,18 @@ type UpstreamConfig struct {
 	// tells the clients it has nothing for UNAVAILABLE, so they use another
 	// xDS server (upstream.Config.UnavailableAfter); negative: never.
 	UnavailableAfter time.Duration `yaml:"unavailable_after"`
+	// Affinity is "none" (every class to upstream.address) or "class"
+	// (each class to one member of the tier upstream.address names,
+	// upstream.Config.Affinity).
+	Affinity string `yaml:"affinity"`
+	// AffinityReplicas is how many members each class goes to; only 1.
+	AffinityReplicas int `yaml:"affinity_replicas"`
+	// Members are the tier's HOST:PORTs; empty: what upstream.address
+	// resolves to (upstream.Config.Members).
+	Members []string `yaml:"members"`
+	// ResolveInterval is how often upstream.address is resolved again for
+	// the members (upstream.Config.ResolveInterval).
+	ResolveInterval time.Duration `yaml:"resolve_interval"`
 }
 
 // BackoffConfig paces reconnection to the upstream.
@@ -447,6 +459,7 @@ func (c *Config) validate() error {
 			bad(fmt.Sprintf("upstream.fallbacks[%d]", i), "%v", err)
 		}
 	}
+	c.validateAffinity(bad)
 	if _, err := c.classifier(); err != nil {
 		badRule("node_classes", err)
 	}

@@ -57,6 +57,10 @@ var settings = []setting{
 	{key: "upstream.resync_interval", def: upstream.DefaultResyncInterval, off: "keep a healthy stream for good"},
 	{key: "upstream.connect_timeout", def: upstream.DefaultConnectTimeout},
 	{key: "upstream.unavailable_after", def: upstream.DefaultUnavailableAfter, off: "never tell clients the upstream is unreachable"},
+	{key: "upstream.affinity", def: "none"},
+	{key: "upstream.affinity_replicas", def: 1},
+	{key: "upstream.members"},
+	{key: "upstream.resolve_interval", def: upstream.DefaultResolveInterval},
 
 	{key: "source.dir", def: ""},
 	{key: "node_classes.rules"},

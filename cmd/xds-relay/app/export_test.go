@@ -4,6 +4,7 @@ package app
 // needs them.
 
 import (
+	"context"
 	"net/http"
 
 	"go.opentelemetry.io/otel/trace"
@@ -35,6 +36,12 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // the runtime: the tests drive its marks.
 func WithHeapReader(read func() uint64) Option {
 	return func(r *Relay) { r.heapRead = read }
+}
+
+// WithUpstreamLookup resolves upstream.address's host with lookup, for an
+// affinity tier's members: the tests serve a tier on loopback addresses.
+func WithUpstreamLookup(lookup func(ctx context.Context, host string) ([]string, error)) Option {
+	return func(r *Relay) { r.lookupHost = lookup }
 }
 
 // WithFDLimit makes the relay read n as its file descriptor limit

@@ -54,6 +54,7 @@ type telemetry struct {
 	loadReceived  *classCounter
 	loadForwarded *classCounter
 	connFailures  *classCounter
+	moves         *classCounter
 
 	attrsMu sync.RWMutex
 	attrs   map[[6]string]*labels // label tuple -> its options, built once; guarded by attrsMu
@@ -76,6 +77,7 @@ type gauges struct {
 	lingers          func() shard.LingerStats        // nil: none counted
 	overload         func() (overload.Status, bool)  // nil or false: no memory ceiling
 	peers            func() relay.PeerStats          // connections and per-peer refusals (nil: none)
+	members          func() []upstream.MemberStatus  // an affinity tier's members (nil or empty: none)
 }
 
 func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
@@ -124,11 +126,12 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		{&t.reconnects, "xds_relay_upstream_reconnects", "Upstream stream failures followed by a retry, by class."},
 		{&t.connFailures, "xds_relay_upstream_connection_failures", "Upstream class streams that could not be opened because no upstream connection could be made or was ready (also in xds_relay_upstream_reconnects), by class."},
 		{&t.upstreamResps, "xds_relay_upstream_responses", "Upstream responses ACKed or NACKed by the relay, by class, type and result."},
-		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe."},
+		{&t.restarts, "xds_relay_upstream_restarts", "Upstream streams the relay restarted itself (not failures), by class and reason: wildcard, claim, names_ignored, resubscribe, resync, move."},
 		{&t.repeats, "xds_relay_upstream_repeated_responses", "Upstream responses repeating the previous one in answer to an ACK (a storm: their ACKs are deferred), by class and type."},
 		{&t.streamWaits, "xds_relay_upstream_stream_waits", "Upstream class streams that found every upstream connection carrying the streams its peer allows, with upstream.max_connections open, and waited, by class."},
 		{&t.loadReceived, "xds_relay_load_reports_received", "Load reports from clients (LoadReportingService) merged into their class's window, by class."},
 		{&t.loadForwarded, "xds_relay_load_reports_forwarded", "Load reports sent to the control plane (one stream per class, each report the sum of the class's clients'), by class."},
+		{&t.moves, "xds_relay_upstream_moves", "Upstream class streams opened on another member of the affinity tier than the class's last (upstream.affinity: class): a move to the member the class now goes to, or away from one that failed, by class."},
 		{&t.namesIgnored, "xds_relay_upstream_names_ignored", "Upstream types asked for as the wildcard because a request naming resources went unanswered (SotW; the class then holds every resource of the type), by class and type."},
 	} {
 		*c.c, e = newClassCounter(m, c.name, c.desc)
@@ -219,6 +222,7 @@ func newTelemetry(g gauges, tracer trace.Tracer) (*telemetry, error) {
 		keep(registerOverloadMetrics(m, g.overload))
 	}
 	keep(t.registerPeerMetrics(m, g.peers))
+	keep(registerMemberMetrics(m, g.members))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -322,6 +326,9 @@ func (t *telemetry) LoadReportSent(class string) {
 }
 func (t *telemetry) ConnectionFailed(class string) {
 	t.connFailures.add("class", t.classes.label(class))
+}
+func (t *telemetry) Moved(class string) {
+	t.moves.add("class", t.classes.label(class))
 }
 func (t *telemetry) NamesIgnored(class, typeURL string) {
 	t.namesIgnored.add("class", t.classes.label(class), "type", typeLabel(typeURL))

@@ -69,6 +69,9 @@ type Relay struct {
 	// fdLimit reads the process's file descriptor limit (RLIMIT_NOFILE),
 	// the base of server.max_connections' default.
 	fdLimit func() (uint64, error)
+	// lookupHost resolves upstream.address for an affinity tier's members
+	// (nil: the system resolver); tests set it.
+	lookupHost func(ctx context.Context, host string) ([]string, error)
 	// tracerProvider traces upstream responses and fan-outs.
 	tracerProvider trace.TracerProvider
 	cancel         context.CancelFunc // stops the file source and cuts a drain short

@@ -110,6 +110,12 @@ func (r *Relay) startTelemetry(st *starting) error {
 			}
 			return r.peers.Stats()
 		},
+		members: func() []upstream.MemberStatus {
+			if r.upstream == nil {
+				return nil
+			}
+			return r.upstream.Members()
+		},
 		upstreamUp: func() map[string]bool {
 			if r.upstream == nil {
 				return nil
@@ -176,6 +182,10 @@ func (r *Relay) startSource(st *starting) error {
 			ConnectTimeout:  cfg.Upstream.ConnectTimeout,
 			// Negative: never (0 in upstream.Config).
 			UnavailableAfter: offIfNegative(cfg.Upstream.UnavailableAfter),
+			Affinity:         cfg.Upstream.Affinity == "class",
+			Members:          cfg.Upstream.Members,
+			ResolveInterval:  cfg.Upstream.ResolveInterval,
+			LookupHost:       r.lookupHost,
 		}, log.Named("upstream"))
 		if err != nil {
 			return fmt.Errorf("upstream: %w", err)

@@ -96,7 +96,11 @@ type statusView struct {
 
 	Upstreams         []upstreamRow
 	UpstreamTruncated int // rows left off
-	Files             *filesRow
+	// Affinity: upstream.affinity is class; Members is the tier's member
+	// set, each with its classes.
+	Affinity bool
+	Members  []memberRow
+	Files    *filesRow
 
 	Classes          []classRow
 	ClassesTruncated int
@@ -116,8 +120,16 @@ type statusView struct {
 	Memory, MemoryBadge, MemoryBudget, MemoryHeap string
 }
 
+// memberRow is one member of an affinity tier.
+type memberRow struct {
+	upstream.MemberStatus
+	Badge, State string // "ok" and "live", or "bad" and "down"
+}
+
 type upstreamRow struct {
 	Class      string
+	Member     string // upstream.affinity: class: the member the stream is on
+	Moves      int
 	State      string
 	Badge      string // "ok", "warn", "bad"
 	Reconnects int
@@ -264,6 +276,14 @@ func (r *Relay) statusView(now time.Time) statusView {
 			v.Mode = "ADS (delta)"
 		}
 		v.Upstream = r.cfg.Upstream.Address
+		v.Affinity = r.cfg.Upstream.Affinity == "class"
+		for _, m := range r.upstream.Members() {
+			row := memberRow{MemberStatus: m, Badge: "ok", State: "live"}
+			if !m.Live {
+				row.Badge, row.State = "bad", "down"
+			}
+			v.Members = append(v.Members, row)
+		}
 		for _, s := range r.upstream.Status() {
 			upstreamState[s.Class] = s.State
 			v.UpstreamTotal++
@@ -281,7 +301,7 @@ func (r *Relay) statusView(now time.Time) statusView {
 				continue
 			}
 			row := upstreamRow{
-				Class: s.Class, State: s.State, Badge: stateBadge(s.State),
+				Class: s.Class, Member: s.Member, Moves: s.Moves, State: s.State, Badge: stateBadge(s.State),
 				Reconnects: s.Reconnects, Restarts: s.Restarts, Responses: s.Responses, ACKs: s.ACKs, NACKs: s.NACKs,
 				LastError: truncate(s.LastError, statusMaxText), LastNACK: truncate(s.LastNACK, statusMaxText),
 				ConnectionFailures: s.ConnectionFailures,
