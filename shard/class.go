@@ -172,6 +172,7 @@ func (c *Class) freeIfIdle(t *table) {
 	if len(t.shards) == 0 && t.resources.len() == 0 && len(t.pending) == 0 && len(t.shadowed) == 0 && t.up.askedForNothing() &&
 		c.tables[t.typeURL] == t {
 		delete(c.tables, t.typeURL)
+		t.stopTimers()
 	}
 }
 
@@ -198,10 +199,7 @@ func (c *Class) Requested(typeURL string, sub Subscription, incremental bool) (d
 	}
 	t := c.table(typeURL)
 	deadline, dropped, restored := t.setRequested(sub, incremental, now)
-	if !deadline.IsZero() {
-		// The timer's goroutine only takes the class lock and returns.
-		time.AfterFunc(time.Until(deadline)+time.Millisecond, func() { c.expirePending(typeURL) })
-	}
+	c.armGraceLocked(t, deadline)
 	if len(restored) > 0 {
 		c.rebuildLocked(context.Background(), t, t.affected(restored), now, &ts)
 	}
@@ -439,12 +437,14 @@ func (c *Class) expirePending(typeURL string) {
 	var ts tells
 	c.mu.Lock()
 	if t := c.tables[typeURL]; t != nil {
+		t.graceTimer = nil
 		if names := t.pending.expire(time.Now()); len(names) > 0 {
 			// An upstream silent for the whole grace has answered
 			// "nothing": also when it never answered this type at all.
 			t.up.silentThroughGrace(t.fullState)
 			c.rebuildLocked(context.Background(), t, t.affected(names), time.Now(), &ts)
 		}
+		c.armGraceLocked(t, t.pending.nextDeadline()) // for the names still waiting
 	}
 	c.takeTurnLocked(&ts)
 	c.mu.Unlock()

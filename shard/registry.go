@@ -343,6 +343,7 @@ func (c *Class) free() {
 	c.lingering.stop(true)
 	for _, t := range c.tables {
 		t.unholdAll()
+		t.stopTimers()
 	}
 	clear(c.tables)
 	c.freed = true

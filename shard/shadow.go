@@ -157,11 +157,10 @@ func (c *Class) UpstreamHoldsNothing(typeURL string) {
 // timer a table at a time, whose goroutine only takes the class lock and
 // returns.
 func (c *Class) sweepShadowLater(t *table) {
-	if len(t.shadowed) == 0 && len(t.restored) == 0 && len(t.orphaned) == 0 || t.shadowSweep {
+	if len(t.shadowed) == 0 && len(t.restored) == 0 && len(t.orphaned) == 0 || t.sweepTimer != nil || c.freed {
 		return
 	}
-	t.shadowSweep = true
-	time.AfterFunc(ShadowHold+time.Millisecond, func() { c.sweepShadow(t) })
+	t.sweepTimer = time.AfterFunc(ShadowHold+time.Millisecond, func() { c.sweepShadow(t) })
 }
 
 // sweepShadow forgets t's expired shadows and orphan marks, drops what was
@@ -171,7 +170,7 @@ func (c *Class) sweepShadowLater(t *table) {
 func (c *Class) sweepShadow(t *table) {
 	var ts tells
 	c.mu.Lock()
-	t.shadowSweep = false
+	t.sweepTimer = nil
 	if c.freed || c.tables[t.typeURL] != t {
 		c.mu.Unlock()
 		return

@@ -32,10 +32,14 @@ type table struct {
 	// held for the shards naming them (wildcardscope.go); nil when none.
 	onDemand map[string]struct{}
 	// shadowed: resources dropped that the upstream may believe held, by
-	// name (see shadow.go); nil when none. shadowSweep: a timer will sweep
-	// the expired ones.
-	shadowed    map[string]shadowedResource
-	shadowSweep bool
+	// name (see shadow.go); nil when none. sweepTimer: the timer that will
+	// sweep the expired ones (nil: none armed).
+	shadowed   map[string]shadowedResource
+	sweepTimer *time.Timer
+	// graceTimer fires at graceAt, the earliest pending name's deadline
+	// (nil: none armed; see timers.go).
+	graceTimer *time.Timer
+	graceAt    time.Time
 	// What keeps a shadow from outliving its reason (shadowbounds.go):
 	// orphaned, the names whose parent the control plane removed (the
 	// time they were dropped since, zero while held); restored, the names

@@ -244,6 +244,17 @@ func (p pendingNames) awaited(name string) bool {
 	return ok && pn.state != wanted
 }
 
+// nextDeadline returns the earliest deadline of the names awaiting one
+// (zero: none).
+func (p pendingNames) nextDeadline() (next time.Time) {
+	for _, pn := range p {
+		if pn.state == awaitingUntil && (next.IsZero() || pn.deadline.Before(next)) {
+			next = pn.deadline
+		}
+	}
+	return next
+}
+
 // asked reports whether a name waits for the answer to a request that
 // asked for it.
 func (p pendingNames) asked() bool {
